@@ -1,0 +1,46 @@
+import pytest
+
+from verl.utils.config import ConfigError, load_config, parse_overrides
+
+
+def test_defaults_overrides_and_files(tmp_path):
+    f = tmp_path / "my.yaml"
+    f.write_text("optim:\n  lr: 1e-4\ntrainer:\n  seed: 7\n")
+    cfg = load_config("sft_trainer", ["--config", str(f), "trainer.seed=9", "data.train_files=[a.parquet,b.parquet]"])
+    assert cfg.optim.lr == 1e-4  # YAML 1.1 reads 1e-4 as a string; a float key still takes it
+    assert cfg.trainer.seed == 9  # the command line beats the file
+    assert list(cfg.data.train_files) == ["a.parquet", "b.parquet"]
+    assert cfg.trainer.default_local_dir.endswith("verl-sft/arithmetic-tiny-qwen2")  # interpolation resolved
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["optim.lrr=1"], "unknown config key 'optim.lrr'. Did you mean 'optim.lr'"),
+        (["trainer.lr=1"], "Did you mean 'optim.lr'"),
+        (["trainer.seed=abc"], "'trainer.seed' expects an integer"),
+        (["trainer.logger={a: 1}"], "'trainer.logger' expects a list"),
+        (["data.max_length=[1,2]"], "'data.max_length' expects an integer"),
+        (["optim.lr.x=1"], "'optim.lr' is a value, not a group"),
+        (["nonsense"], "write overrides as key.path=value"),
+        (["--config"], "needs a YAML file path"),
+    ],
+)
+def test_bad_keys_and_types_fail_naming_the_key(args, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        load_config("sft_trainer", args)
+
+
+def test_bad_config_file(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("trainer:\n  totl_epochs: 3\n")
+    with pytest.raises(ConfigError, match=r"config file .*bad.yaml.*'trainer\.totl_epochs'.*'trainer\.total_epochs'"):
+        load_config("sft_trainer", ["--config", str(f)])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("sft_trainer", ["--config", str(tmp_path / "missing.yaml")])
+
+
+def test_plus_adds_new_keys_and_null_is_accepted():
+    cfg = load_config("sft_trainer", ["+model.extra.rank=8", "trainer.total_training_steps=null"])
+    assert cfg.model.extra.rank == 8 and cfg.trainer.total_training_steps is None
+    assert parse_overrides(["a.b=1.5", "+c=x"])[1] == [("a.b", 1.5, False), ("c", "x", True)]

@@ -1,0 +1,48 @@
+import json
+import os
+
+import pytest
+
+from verl.utils.model import load_causal_lm, load_tokenizer, resolve_model_path
+
+
+def test_missing_path_names_it_and_lists_builtins(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a directory.*builtin://tiny-qwen2"):
+        resolve_model_path(str(tmp_path / "nope"))
+    with pytest.raises(FileNotFoundError, match="hub id"):
+        resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct")
+
+
+def test_directory_without_config_json(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        resolve_model_path(str(tmp_path))
+
+
+def test_builtin_tiny_model_is_cached_and_deterministic():
+    a = resolve_model_path("builtin://tiny-qwen2?hidden_size=64&num_layers=1")
+    b = resolve_model_path("builtin://tiny-qwen2?hidden_size=64&num_layers=1")
+    assert a == b and os.path.isfile(os.path.join(a, "model.safetensors"))
+    assert load_causal_lm(a).config.hidden_size == 64
+    with pytest.raises(ValueError, match="unknown parameter 'hiden_size'"):
+        resolve_model_path("builtin://tiny-qwen2?hiden_size=64")
+    with pytest.raises(FileNotFoundError, match="unknown built-in model"):
+        resolve_model_path("builtin://giant")
+
+
+def test_tokenizer_without_pad_falls_back_to_eos_and_without_both_errors(tiny_model_dir, tmp_path):
+    import shutil
+
+    for name, drop in (("no-pad", ["pad_token"]), ("no-pad-no-eos", ["pad_token", "eos_token"])):
+        d = tmp_path / name
+        shutil.copytree(tiny_model_dir, d)
+        cfg_path = d / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text())
+        for key in drop:
+            cfg[key] = None
+        cfg_path.write_text(json.dumps(cfg))
+        if name == "no-pad":
+            tok = load_tokenizer(str(d))
+            assert tok.pad_token == tok.eos_token == "<|im_end|>"
+        else:
+            with pytest.raises(ValueError, match="neither a pad token nor an EOS token.*tokenizer_config.json"):
+                load_tokenizer(str(d))

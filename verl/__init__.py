@@ -1,0 +1,27 @@
+"""verl: reinforcement-learning post-training for LLMs.
+
+Submodules are imported lazily so that `import verl` stays fast and works without
+the optional heavy parts (Ray, Optuna, vLLM, ...).
+"""
+
+import importlib
+
+from verl.version import __version__
+
+_SUBMODULES = ("trainer", "data", "utils", "engine", "models", "protocol", "workers", "single_controller")
+
+__all__ = ["__version__", "DataProto", *_SUBMODULES]
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"verl.{name}")
+    if name == "DataProto":
+        from verl.protocol import DataProto
+
+        return DataProto
+    raise AttributeError(f"module 'verl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

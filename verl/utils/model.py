@@ -1,0 +1,149 @@
+"""Loading HF models and tokenizers from local directories, with errors that say what to fix.
+
+A model path is either a local HF directory (``/models/Qwen2.5-0.5B-Instruct``) or a built-in name:
+
+- ``builtin://tiny-qwen2-arith-sft`` (any directory under ``verl/assets/models/``): a checkpoint shipped with verl;
+- ``builtin://tiny-qwen2?hidden_size=128&num_layers=2&seed=0`` (or ``tiny-llama``): a freshly initialised tiny
+  model from :mod:`verl.models.tiny`, written once to the cache (``$VERL_CACHE_DIR``, default ``~/.cache/verl``).
+
+Both resolve to an ordinary directory first, so the loading code path is the one a user's real model takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import fields
+from urllib.parse import parse_qsl, urlsplit
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_PREFIX = "builtin://"
+ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "models")
+
+
+def verl_cache_dir() -> str:
+    return os.path.expanduser(os.environ.get("VERL_CACHE_DIR", "~/.cache/verl"))
+
+
+def list_builtin_models() -> list[str]:
+    shipped = sorted(d for d in os.listdir(ASSETS_DIR) if os.path.isdir(os.path.join(ASSETS_DIR, d)))
+    return shipped + ["tiny-qwen2", "tiny-llama"]
+
+
+def resolve_model_path(path: str) -> str:
+    """Turn a model path or ``builtin://`` name into an existing local directory, or raise a clear error."""
+    if path is None:
+        raise ValueError("no model path given: set it, e.g. actor_rollout_ref.model.path=/path/to/hf_model_dir")
+    path = str(path)
+    if path.startswith(BUILTIN_PREFIX):
+        return _resolve_builtin_model(path)
+    local = os.path.expanduser(path)
+    if not os.path.isdir(local):
+        hint = ""
+        if "/" in path and not path.startswith((".", "/", "~")):
+            hint = (
+                " It looks like a hub id; no model hub is reachable here, so download the model on a machine that "
+                "has access (huggingface-cli download ...) and pass the local directory."
+            )
+        raise FileNotFoundError(
+            f"model path {path!r} is not a directory.{hint} Built-in models: "
+            + ", ".join(BUILTIN_PREFIX + n for n in list_builtin_models())
+        )
+    if not os.path.isfile(os.path.join(local, "config.json")):
+        raise FileNotFoundError(
+            f"model directory {local!r} has no config.json: it is not a Hugging Face model directory "
+            "(expected config.json, *.safetensors and the tokenizer files, as written by save_pretrained)."
+        )
+    return local
+
+
+def _resolve_builtin_model(spec: str) -> str:
+    from verl.models.tiny import TinyModelConfig, save_tiny_model
+
+    parts = urlsplit(spec)
+    name = parts.netloc + parts.path
+    params = dict(parse_qsl(parts.query))
+    shipped = os.path.join(ASSETS_DIR, name)
+    if os.path.isdir(shipped) and not params:
+        return shipped
+    if name not in ("tiny-qwen2", "tiny-llama"):
+        raise FileNotFoundError(
+            f"unknown built-in model {spec!r}; available: "
+            + ", ".join(BUILTIN_PREFIX + n for n in list_builtin_models())
+        )
+    known = {f.name: f.type for f in fields(TinyModelConfig)}
+    kwargs: dict = {"arch": name.removeprefix("tiny-")}
+    for key, value in params.items():
+        if key not in known or key == "arch":
+            raise ValueError(f"{spec!r}: unknown parameter {key!r}; valid: {sorted(k for k in known if k != 'arch')}")
+        default = getattr(TinyModelConfig(), key)
+        kwargs[key] = value.lower() in ("1", "true", "yes") if isinstance(default, bool) else type(default)(value)
+    cfg = TinyModelConfig(**kwargs)
+    digest = hashlib.sha1(repr(sorted(vars(cfg).items())).encode()).hexdigest()[:10]
+    out_dir = os.path.join(verl_cache_dir(), "models", f"{name}-{digest}")
+    if not os.path.isfile(os.path.join(out_dir, "config.json")):
+        os.makedirs(os.path.dirname(out_dir), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(out_dir))
+        os.chmod(tmp, 0o755)
+        save_tiny_model(tmp, cfg)
+        try:
+            os.replace(tmp, out_dir)  # atomic: concurrent runs never see a half-written directory
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # another process won the race
+    return out_dir
+
+
+def load_tokenizer(path: str, padding_side: str = "left"):
+    """Load a tokenizer from a model directory; pad falls back to EOS (as for Llama), neither is an error."""
+    from transformers import AutoTokenizer
+
+    local = resolve_model_path(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(local)
+    except Exception as e:  # transformers raises many types here; the user needs the path and the cause
+        raise ValueError(f"could not load a tokenizer from {local!r}: {type(e).__name__}: {e}") from e
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token_id is None:
+            raise ValueError(
+                f'tokenizer in {local!r} has neither a pad token nor an EOS token: set "pad_token" and '
+                f'"eos_token" in {os.path.join(local, "tokenizer_config.json")} (e.g. to the end-of-turn token).'
+            )
+        logger.warning("tokenizer in %s has no pad token; using its EOS token %r", local, tokenizer.eos_token)
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = padding_side
+    return tokenizer
+
+
+def load_causal_lm(path: str, dtype: torch.dtype | str = torch.float32):
+    """Load ``AutoModelForCausalLM`` from a local directory (or ``builtin://`` name)."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    local = resolve_model_path(path)
+    hf_logging.disable_progress_bar()
+    try:
+        return AutoModelForCausalLM.from_pretrained(local, dtype=_as_dtype(dtype))
+    except Exception as e:
+        raise ValueError(f"could not load a causal LM from {local!r}: {type(e).__name__}: {e}") from e
+
+
+def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {
+        "fp32": torch.float32,
+        "float32": torch.float32,
+        "bf16": torch.bfloat16,
+        "bfloat16": torch.bfloat16,
+        "fp16": torch.float16,
+        "float16": torch.float16,
+    }
+    if dtype not in names:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(names)}")
+    return names[dtype]

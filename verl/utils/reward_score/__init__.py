@@ -1,0 +1,179 @@
+"""Rule-based reward scorers, dispatched on a sample's ``data_source``.
+
+Built-in data sources:
+
+* ``"openai/gsm8k"``, ``"gsm8k"`` -> :func:`verl.utils.reward_score.gsm8k.compute_score`
+* ``"arithmetic"`` -> :func:`verl.utils.reward_score.arithmetic.compute_score`
+* ``"countdown"`` -> :func:`verl.utils.reward_score.countdown.compute_score`
+
+Scorer contract
+---------------
+A scorer is called as ``fn(solution_str, ground_truth, extra_info=..., **kwargs)``
+and returns either a ``float`` or a ``dict`` with at least a ``"score"`` key (the
+reward; any other keys are extra metrics). :func:`default_compute_score` returns
+the scorer's value unchanged. Keyword arguments the scorer's signature does not
+accept (``extra_info`` included) are dropped, so infrastructure arguments such as
+``sandbox_fusion_url`` never reach a scorer that cannot take them; a scorer with
+``**kwargs`` receives everything.
+
+Adding a data source
+--------------------
+Either register a scorer in code::
+
+    from verl.utils.reward_score import register_scorer
+
+    @register_scorer("my_source")
+    def my_score(solution_str, ground_truth, extra_info=None):
+        return float(solution_str.strip() == ground_truth)
+
+or, without touching verl, write a custom reward function and point the config
+at it with ``custom_reward_function.path=/path/to/file.py`` and
+``custom_reward_function.name=compute_score``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from verl.utils.reward_score import arithmetic, countdown, gsm8k
+
+__all__ = [
+    "Scorer",
+    "default_compute_score",
+    "get_scorer",
+    "register_scorer",
+    "registered_data_sources",
+    "unregister_scorer",
+]
+
+Scorer = Callable[..., "float | dict[str, Any]"]
+
+# data_source -> (scorer, names of keyword arguments it accepts, or None for "any")
+_REGISTRY: dict[str, tuple[Scorer, frozenset[str] | None]] = {}
+
+
+def _accepted_kwargs(fn: Scorer) -> frozenset[str] | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    keywordable = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in params if p.kind in keywordable)
+
+
+def _as_names(data_source: str | Iterable[str]) -> list[str]:
+    names = [data_source] if isinstance(data_source, str) else list(data_source)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(f"data_source must be a non-empty string or strings, got {data_source!r}")
+    return names
+
+
+def register_scorer(
+    data_source: str | Iterable[str],
+    fn: Scorer | None = None,
+    *,
+    overwrite: bool = False,
+) -> Any:
+    """Register ``fn`` as the scorer for one or more data sources.
+
+    Use as a decorator (``@register_scorer("src")``) or call directly
+    (``register_scorer("src", fn)`` or ``register_scorer("src")(fn)``); either
+    way ``fn`` is returned unchanged. ``data_source`` may be a list of aliases.
+    See the module docstring for the scorer contract.
+
+    Raises:
+        ValueError: if a name is already registered and ``overwrite`` is False.
+        TypeError: if ``fn`` is not callable.
+    """
+    names = _as_names(data_source)
+
+    def decorator(func: Scorer) -> Scorer:
+        if not callable(func):
+            raise TypeError(f"scorer for {names} must be callable, got {func!r}")
+        taken = [n for n in names if n in _REGISTRY]
+        if taken and not overwrite:
+            raise ValueError(f"a scorer is already registered for {taken}; pass overwrite=True to replace it")
+        entry = (func, _accepted_kwargs(func))
+        for name in names:
+            _REGISTRY[name] = entry
+        return func
+
+    return decorator if fn is None else decorator(fn)
+
+
+def unregister_scorer(data_source: str) -> Scorer:
+    """Remove and return the scorer registered for ``data_source`` (``KeyError`` if none)."""
+    return _REGISTRY.pop(data_source)[0]
+
+
+def registered_data_sources() -> list[str]:
+    """Sorted names of all data sources that have a scorer."""
+    return sorted(_REGISTRY)
+
+
+def _unknown(data_source: Any) -> NotImplementedError:
+    known = ", ".join(repr(n) for n in registered_data_sources())
+    return NotImplementedError(
+        f"No reward scorer for data_source={data_source!r}. Known data sources: {known}. "
+        "To score it, write a custom reward function and set custom_reward_function.path=<file.py> "
+        "and custom_reward_function.name=<function name> in the config, or register a scorer with "
+        f"verl.utils.reward_score.register_scorer({data_source!r})(fn)."
+    )
+
+
+def get_scorer(data_source: str) -> Scorer:
+    """Return the scorer registered for ``data_source``.
+
+    Raises:
+        NotImplementedError: if none is registered; the message lists the known
+            sources and how to add one.
+    """
+    try:
+        return _REGISTRY[data_source][0]
+    except (KeyError, TypeError):
+        raise _unknown(data_source) from None
+
+
+def default_compute_score(
+    data_source: str,
+    solution_str: str | None,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> float | dict[str, Any]:
+    """Score ``solution_str`` with the scorer registered for ``data_source``.
+
+    Args:
+        data_source: e.g. ``"openai/gsm8k"``, ``"gsm8k"``, ``"arithmetic"``, ``"countdown"``.
+        solution_str: the decoded model response.
+        ground_truth: the reference answer, in the format the scorer expects.
+        extra_info: per-sample extra data, passed on if the scorer accepts it.
+        **kwargs: passed on to the scorer if its signature accepts them
+            (e.g. ``format_score=0.1``), silently dropped otherwise.
+
+    Returns:
+        The scorer's return value unchanged: a float, or a dict with a ``"score"`` key.
+
+    Raises:
+        NotImplementedError: for an unknown ``data_source``.
+    """
+    try:
+        fn, accepted = _REGISTRY[data_source]
+    except (KeyError, TypeError):
+        raise _unknown(data_source) from None
+    call_kwargs = {"extra_info": extra_info, **kwargs}
+    if accepted is not None:
+        call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
+    return fn(solution_str, ground_truth, **call_kwargs)
+
+
+# verl users import this name.
+_default_compute_score = default_compute_score
+
+register_scorer(("openai/gsm8k", "gsm8k"), gsm8k.compute_score)
+register_scorer("arithmetic", arithmetic.compute_score)
+register_scorer("countdown", countdown.compute_score)

@@ -1,0 +1,58 @@
+"""Small torch helpers shared by the trainers: seeding, learning-rate schedules, masked statistics."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import torch
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and torch. With the same seed, CPU runs give identical results."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def get_cosine_schedule_with_warmup(
+    optimizer: torch.optim.Optimizer,
+    num_warmup_steps: int,
+    num_training_steps: int,
+    min_lr_ratio: float = 0.0,
+    num_cycles: float = 0.5,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup from 0 to lr over ``num_warmup_steps``, then cosine decay to ``lr * min_lr_ratio``.
+
+    factor(t) = t / W                                                          for t < W
+              = min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + cos(2 pi c p))  with p = (t - W) / (T - W), c = 0.5
+    """
+    if not 0.0 <= min_lr_ratio <= 1.0:
+        raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+
+    def factor(step: int) -> float:
+        if step < num_warmup_steps:
+            return float(step + 1) / float(max(1, num_warmup_steps + 1))
+        progress = float(step - num_warmup_steps) / float(max(1, num_training_steps - num_warmup_steps))
+        cosine = 0.5 * (1.0 + math.cos(math.pi * num_cycles * 2.0 * min(progress, 1.0)))
+        return min_lr_ratio + (1.0 - min_lr_ratio) * cosine
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def get_constant_schedule_with_warmup(
+    optimizer: torch.optim.Optimizer, num_warmup_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warmup over ``num_warmup_steps``, then the constant lr."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, float(step + 1) / float(max(1, num_warmup_steps + 1)))
+    )
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """sum(values * mask) / sum(mask) (over ``dim`` or everything); 0 where the mask is empty."""
+    mask = mask.to(values.dtype)
+    total = (values * mask).sum() if dim is None else (values * mask).sum(dim)
+    count = mask.sum() if dim is None else mask.sum(dim)
+    return total / count.clamp(min=1.0)
