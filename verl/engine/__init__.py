@@ -1,5 +1,5 @@
-"""The hybrid engine: the actor's weights serve both training and generation.
+"""The hybrid engine's hooks: step callbacks that see each step's intermediate products (seed article 000)."""
 
-Step callbacks that see each step's intermediate products land here with the
-Python API (see ROADMAP, capability 3).
-"""
+from verl.engine.callbacks import StepCallback
+
+__all__ = ["StepCallback"]

@@ -188,8 +188,10 @@ def _type_name(default: Any) -> str:
 
 def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
     """Build a job's validated config: defaults < ``--config`` files < ``key=value`` args < ``overrides`` dict."""
-    defaults = load_yaml(default_config_path(name))
-    tree = _deepcopy(defaults)
+    raw_defaults = load_yaml(default_config_path(name))
+    tree = _deepcopy(raw_defaults)
+    # The schema is the resolved defaults: a key defaulting to "${data.max_response_length}" is an int key.
+    defaults = OmegaConf.to_container(OmegaConf.create(raw_defaults), resolve=True)
     files, arg_overrides = parse_overrides(argv or [])
     for path in files:
         for key, value in load_yaml(path).items():

@@ -74,7 +74,12 @@ class Tracking:
     SUPPORTED = ("console", "file", "tensorboard")
 
     def __init__(
-        self, backends: str | Iterable[str], log_dir: str, console_keys: Iterable[str] | None = None, write=print
+        self,
+        backends: str | Iterable[str],
+        log_dir: str,
+        console_keys: Iterable[str] | None = None,
+        write=print,
+        config=None,  # the run's config, for backends that record it (wandb, mlflow)
     ):
         backends = [backends] if isinstance(backends, str) else list(backends)
         self.loggers = []

@@ -1,0 +1,150 @@
+"""The main job: PPO-family RL (GRPO, PPO with GAE, RLOO, REINFORCE++, ReMax, DAPO, ...).
+
+    python -m verl.trainer.main_ppo                                  # GRPO on built-in addition, shipped warm start
+    python -m verl.trainer.main_ppo algorithm.adv_estimator=gae      # PPO with a critic
+    python -m verl.trainer.main_ppo actor_rollout_ref.model.path=/models/Qwen2.5-0.5B-Instruct \\
+        data.train_files=~/data/gsm8k/train.parquet data.val_files=~/data/gsm8k/test.parquet
+
+Builds the workers for the configured backend, the reward functions and the datasets, then hands them to the
+controller (``RayPPOTrainer.fit``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer, uses_critic, uses_reference_policy
+from verl.utils.config import ConfigError, load_config
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.utils.model import load_tokenizer
+from verl.utils.torch_functional import set_seed
+from verl.workers.reward_manager import NaiveRewardManager, load_custom_reward_function
+
+
+def check_config(config: DictConfig) -> None:
+    """Cross-key checks that the schema alone cannot express; each error names the keys and the fix."""
+    d, a = config.data, config.actor_rollout_ref.actor
+    if a.ppo_mini_batch_size > d.train_batch_size or d.train_batch_size % a.ppo_mini_batch_size:
+        raise ConfigError(
+            f"actor_rollout_ref.actor.ppo_mini_batch_size={a.ppo_mini_batch_size} must divide "
+            f"data.train_batch_size={d.train_batch_size} (both count prompts)"
+        )
+    n = config.actor_rollout_ref.rollout.n
+    if (
+        a.ppo_mini_batch_size * n
+    ) % a.ppo_micro_batch_size_per_gpu and a.ppo_micro_batch_size_per_gpu < a.ppo_mini_batch_size * n:
+        raise ConfigError(
+            f"ppo_micro_batch_size_per_gpu={a.ppo_micro_batch_size_per_gpu} (responses) should divide the mini-batch "
+            f"of ppo_mini_batch_size * rollout.n = {a.ppo_mini_batch_size * n} responses"
+        )
+    est = config.algorithm.adv_estimator
+    if est in ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline") and n < 2:
+        raise ConfigError(
+            f"algorithm.adv_estimator={est} compares responses within a group: set actor_rollout_ref.rollout.n >= 2"
+        )
+    if config.trainer.backend != "local":
+        raise ConfigError(f"trainer.backend={config.trainer.backend!r}: only 'local' is available in this version")
+
+
+def build_reward_fns(config: DictConfig, tokenizer):
+    compute_score = load_custom_reward_function(config.custom_reward_function.path, config.custom_reward_function.name)
+    kwargs = OmegaConf.to_container(config.reward_model.reward_kwargs, resolve=True)
+    common = dict(
+        tokenizer=tokenizer,
+        compute_score=compute_score,
+        reward_fn_key=config.data.reward_fn_key,
+        error_score=config.reward_model.error_score,
+        **kwargs,
+    )
+    return NaiveRewardManager(num_examine=0, **common), NaiveRewardManager(num_examine=0, **common)
+
+
+def build_workers(config: DictConfig, total_steps: int) -> dict[str, Any]:
+    from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
+
+    seed = config.trainer.seed
+    role = "actor_rollout_ref" if uses_reference_policy(config) else "actor_rollout"
+    workers: dict[str, Any] = {
+        "actor_rollout": ActorRolloutRefWorker(config.actor_rollout_ref, role, total_steps, seed)
+    }
+    if uses_critic(config):
+        workers["critic"] = CriticWorker(config.critic, total_steps, seed)
+    for w in workers.values():
+        w.init_model()
+    if config.reward_model.enable:
+        rm = RewardModelWorker(config.reward_model, workers["actor_rollout"].tokenizer)
+        rm.init_model()
+        workers["rm"] = rm
+    return workers
+
+
+def total_training_steps(config: DictConfig, dataset_len: int) -> int:
+    if config.trainer.total_training_steps:
+        return int(config.trainer.total_training_steps)
+    return max(1, dataset_len // config.data.train_batch_size) * config.trainer.total_epochs
+
+
+def run_ppo(config: DictConfig, callbacks: list | None = None) -> dict[str, Any]:
+    """Build everything from ``config`` and train; returns the controller's result (last validation, history).
+
+    ``callbacks`` are step callbacks (objects with ``on_advantages(trainer, batch, metrics)`` and
+    ``on_step_end(trainer, batch, metrics)``; returning False from the latter stops the run)."""
+    check_config(config)
+    set_seed(config.trainer.seed)
+    out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.yaml"), "w") as f:
+        f.write(OmegaConf.to_yaml(config))
+    tokenizer = load_tokenizer(config.data.tokenizer or config.actor_rollout_ref.model.path)
+    d = config.data
+    train_ds = RLHFDataset(
+        d.train_files,
+        tokenizer,
+        d.prompt_key,
+        d.max_prompt_length,
+        d.filter_overlong_prompts,
+        d.truncation,
+        d.return_raw_chat,
+    )
+    val_ds = RLHFDataset(
+        d.val_files,
+        tokenizer,
+        d.prompt_key,
+        d.max_prompt_length,
+        d.filter_overlong_prompts,
+        d.truncation,
+        d.return_raw_chat,
+    )
+    steps = total_training_steps(config, len(train_ds))
+    workers = build_workers(config, steps)
+    reward_fn, val_reward_fn = build_reward_fns(config, tokenizer)
+    trainer = RayPPOTrainer(config, tokenizer, workers, reward_fn, val_reward_fn, train_ds, val_ds, steps)
+    trainer.callbacks.extend(callbacks or [])
+    result = trainer.fit()
+    result["prompts_filtered"] = train_ds.num_filtered
+    result["trainer"] = trainer
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    config = load_config("ppo_trainer", sys.argv[1:] if argv is None else argv)
+    result = run_ppo(config)
+    history = result["history"].get("val-core/acc", [])
+    if history:
+        (s0, a0), (s1, a1) = history[0], history[-1]
+        print(
+            f"held-out greedy accuracy: {a0:.1%} at step {s0} -> {a1:.1%} at step {s1} "
+            f"({config.algorithm.adv_estimator}, {config.trainer.default_local_dir})"
+        )
+    return result
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
+        sys.exit(f"error: {e}")

@@ -1,0 +1,79 @@
+"""Per-step metrics with verl's names, computed from the step's batch and stage timings."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+from verl.protocol import DataProto
+
+
+@contextmanager
+def marked_timer(name: str, timing_raw: dict[str, float]):
+    """Add the block's wall time to ``timing_raw[name]`` (seconds)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timing_raw[name] = timing_raw.get(name, 0.0) + time.perf_counter() - start
+
+
+def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
+    if values.numel() == 0:
+        return {}
+    v = values.float()
+    return {f"{prefix}/mean": v.mean().item(), f"{prefix}/max": v.max().item(), f"{prefix}/min": v.min().item()}
+
+
+def compute_data_metrics(batch: DataProto, use_critic: bool) -> dict[str, float]:
+    """``critic/score|rewards|advantages|returns|values/*``, ``response_length/*``, ``prompt_length/*``."""
+    b = batch.batch
+    response_mask = b["response_mask"].bool()
+    max_response_length = b["responses"].shape[-1]
+    prompt_length = b["attention_mask"][:, :-max_response_length].sum(-1).float()
+    response_length = response_mask.sum(-1).float()
+    metrics: dict[str, float] = {}
+    metrics.update(_stats("critic/score", b["token_level_scores"].sum(-1)))
+    metrics.update(_stats("critic/rewards", b["token_level_rewards"].sum(-1)))
+    metrics.update(_stats("critic/advantages", b["advantages"][response_mask]))
+    metrics.update(_stats("critic/returns", b["returns"][response_mask]))
+    if use_critic:
+        metrics.update(_stats("critic/values", b["values"][response_mask]))
+        var_ret = b["returns"][response_mask].var()
+        metrics["critic/vf_explained_var"] = (
+            1.0 - (b["returns"] - b["values"])[response_mask].var() / (var_ret + 1e-5)
+        ).item()
+    metrics.update(_stats("response_length", response_length))
+    metrics["response_length/clip_ratio"] = (response_length >= max_response_length).float().mean().item()
+    metrics.update(_stats("prompt_length", prompt_length))
+    return metrics
+
+
+def compute_timing_metrics(batch: DataProto, timing_raw: dict[str, float]) -> dict[str, float]:
+    """``timing_s/<stage>`` for every stage, and ``timing_per_token_ms/<stage>``."""
+    metrics = {f"timing_s/{k}": v for k, v in timing_raw.items()}
+    n_tokens = batch.batch["attention_mask"].sum().item()
+    for k, v in timing_raw.items():
+        if k != "step" and n_tokens:
+            metrics[f"timing_per_token_ms/{k}"] = 1000.0 * v / n_tokens
+    return metrics
+
+
+def compute_throughput_metrics(batch: DataProto, timing_raw: dict[str, float], n_gpus: int = 1) -> dict[str, float]:
+    """``perf/total_num_tokens`` (prompt + response tokens), ``perf/time_per_step``, ``perf/throughput`` (tokens/s/device)."""
+    total = int(batch.batch["attention_mask"].sum().item())
+    step_time = timing_raw.get("step", 0.0)
+    return {
+        "perf/total_num_tokens": total,
+        "perf/time_per_step": step_time,
+        "perf/throughput": total / step_time / max(1, n_gpus) if step_time > 0 else 0.0,
+    }
+
+
+def reduce_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Lists (one value per micro-batch) become their mean."""
+    return {k: float(np.mean(v)) if isinstance(v, (list, tuple)) else v for k, v in metrics.items()}

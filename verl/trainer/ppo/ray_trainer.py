@@ -1,0 +1,436 @@
+"""The PPO-family controller: one program holds the algorithm's dataflow and drives the role workers.
+
+The class keeps verl's name (``RayPPOTrainer``) so ported scripts find it, but it knows nothing of processes: it
+calls worker-group methods (``generate_sequences``, ``compute_log_prob``, ``update_actor``, ...) on whatever backend
+built them. With the local backend they are in-process objects; with Ray they are actor groups.
+
+One step, as the papers draw it (``fit``):
+    generate -> reward -> old log-prob -> reference -> values -> advantages -> critic update -> actor update
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from verl.protocol import DataProto
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.metric_utils import (
+    compute_data_metrics,
+    compute_throughput_metrics,
+    compute_timing_metrics,
+    marked_timer,
+    reduce_metrics,
+)
+from verl.utils.dataset.rl_dataset import PromptLoader, collate_prompts
+from verl.utils.tracking import Tracking
+
+CRITIC_ESTIMATORS = ("gae",)
+
+
+def compute_advantage(
+    data: DataProto,
+    adv_estimator: str,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    norm_adv_by_std_in_grpo: bool = True,
+    config=None,
+) -> DataProto:
+    """Fill ``advantages`` and ``returns`` with the registered estimator ``adv_estimator``."""
+    fn = core_algos.get_adv_estimator_fn(adv_estimator)
+    b = data.batch
+    advantages, returns = fn(
+        token_level_rewards=b["token_level_rewards"],
+        response_mask=b["response_mask"],
+        index=data.non_tensor_batch["uid"],
+        values=b["values"] if "values" in b else None,
+        reward_baselines=b["reward_baselines"] if "reward_baselines" in b else None,
+        gamma=gamma,
+        lam=lam,
+        norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
+        config=config,
+    )
+    data.batch["advantages"], data.batch["returns"] = advantages, returns
+    return data
+
+
+def apply_kl_penalty(data: DataProto, kl_ctrl, kl_penalty: str = "kl") -> tuple[DataProto, dict[str, float]]:
+    """token_level_rewards = token_level_scores - beta * KL(old || ref), beta from the (fixed or adaptive) controller."""
+    rewards, metrics = core_algos.apply_kl_penalty(
+        data.batch["token_level_scores"],
+        data.batch["old_log_probs"],
+        data.batch["ref_log_prob"],
+        data.batch["response_mask"],
+        kl_ctrl,
+        kl_penalty,
+    )
+    data.batch["token_level_rewards"] = rewards
+    return data, metrics
+
+
+def compute_reward(data: DataProto, reward_fn) -> tuple[torch.Tensor, dict[str, list]]:
+    result = reward_fn(data, return_dict=True)
+    return result["reward_tensor"], result.get("reward_extra_info", {})
+
+
+class RayPPOTrainer:
+    """The controller. ``workers`` maps role names (``actor_rollout``, ``critic``, ``rm``) to worker(-group)s."""
+
+    def __init__(
+        self,
+        config,
+        tokenizer,
+        workers: dict[str, Any],
+        reward_fn,
+        val_reward_fn,
+        train_dataset,
+        val_dataset,
+        total_training_steps: int,
+    ):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.actor_rollout_wg = workers["actor_rollout"]
+        self.critic_wg = workers.get("critic")
+        self.rm_wg = workers.get("rm")
+        self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
+        self.train_dataset, self.val_dataset = train_dataset, val_dataset
+        self.total_training_steps = total_training_steps
+        alg = config.algorithm
+        self.use_critic = self.critic_wg is not None
+        self.use_reference_policy = uses_reference_policy(config)
+        self.use_rm = self.rm_wg is not None
+        self.kl_ctrl_in_reward = core_algos.get_kl_controller(alg.kl_ctrl) if alg.use_kl_in_reward else None
+        data_seed = config.data.seed if config.data.seed is not None else config.trainer.seed
+        self.train_loader = PromptLoader(
+            train_dataset,
+            config.data.train_batch_size,
+            tokenizer.pad_token_id,
+            shuffle=config.data.shuffle,
+            seed=data_seed,
+        )
+        self.global_steps = 0
+        self.callbacks: list = []  # step callbacks (see verl.engine); each sees the step's batch and metrics
+
+    # ---------------------------------------------------------------- the loop
+    def fit(self) -> dict[str, Any]:
+        """Train until ``total_training_steps``; returns the last validation metrics and the metric history."""
+        cfg = self.config
+        out_dir = os.path.abspath(os.path.expanduser(cfg.trainer.default_local_dir))
+        logger = Tracking(
+            cfg.trainer.logger,
+            out_dir,
+            config=cfg,
+            console_keys=[
+                "critic/score/mean",
+                "val-core/acc",
+                "actor/pg_loss",
+                "actor/entropy",
+                "response_length/mean",
+                "timing_s/step",
+            ],
+            write=tqdm.write,
+        )
+        self._load_checkpoint()
+        history: dict[str, list] = defaultdict(list)
+        last_val: dict[str, float] = {}
+        if cfg.trainer.val_before_train and self.val_reward_fn is not None and self.global_steps == 0:
+            last_val = self._validate()
+            logger.log(last_val, step=0)
+            _append(history, last_val, 0)
+        progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="ppo", disable=None)
+        while self.global_steps < self.total_training_steps:
+            self.global_steps += 1
+            metrics, timing_raw = {}, {}
+            with marked_timer("step", timing_raw):
+                batch = self._rollout_batch(metrics, timing_raw)  # generate + reward (+ DAPO refill)
+                batch = self._train_on_batch(batch, metrics, timing_raw)
+                is_last = self.global_steps >= self.total_training_steps
+                test_freq = cfg.trainer.test_freq
+                if self.val_reward_fn is not None and test_freq > 0 and (is_last or self.global_steps % test_freq == 0):
+                    with marked_timer("testing", timing_raw):
+                        last_val = self._validate()
+                    metrics.update(last_val)
+                save_freq = cfg.trainer.save_freq
+                if save_freq > 0 and (is_last or self.global_steps % save_freq == 0):
+                    with marked_timer("save_checkpoint", timing_raw):
+                        self._save_checkpoint()
+            metrics.update(compute_data_metrics(batch, self.use_critic))
+            metrics.update(compute_timing_metrics(batch, timing_raw))
+            metrics.update(
+                compute_throughput_metrics(batch, timing_raw, cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes)
+            )
+            logger.log(metrics, step=self.global_steps)
+            _append(history, metrics, self.global_steps)
+            progress.update(1)
+            stops = [getattr(cb, "on_step_end", lambda *a: None)(self, batch, metrics) for cb in self.callbacks]
+            if any(s is False for s in stops):
+                break  # a callback asked to stop (e.g. early stopping)
+        progress.close()
+        logger.close()
+        return {"val": last_val, "history": dict(history), "global_steps": self.global_steps}
+
+    def _rollout_batch(self, metrics: dict, timing_raw: dict) -> DataProto:
+        """Sample ``n`` responses per prompt and score them; with DAPO dynamic sampling, keep generating until the
+        batch holds ``train_batch_size`` prompt groups whose rewards are not all equal."""
+        cfg = self.config
+        filter_cfg = cfg.algorithm.filter_groups
+        kept: list[DataProto] = []
+        num_groups, num_gen_batches = 0, 0
+        while True:
+            num_gen_batches += 1
+            batch = self.train_loader.next_batch()
+            batch.non_tensor_batch["uid"] = np.array(
+                [str(uuid.UUID(int=random.getrandbits(128))) for _ in range(len(batch))], dtype=object
+            )
+            gen_batch = batch.select(batch_keys=["input_ids", "attention_mask", "position_ids"])
+            n = cfg.actor_rollout_ref.rollout.n
+            with marked_timer("gen", timing_raw):
+                gen_output = self.actor_rollout_wg.generate_sequences(gen_batch.repeat(n, interleave=True))
+            if cfg.algorithm.adv_estimator == "remax":
+                with marked_timer("gen_max", timing_raw):
+                    greedy = gen_batch.select(batch_keys=gen_batch.batch.keys())
+                    greedy.meta_info["do_sample"] = False
+                    baseline_out = self.actor_rollout_wg.generate_sequences(greedy)
+                    baseline_batch = batch.select(batch_keys=[], non_tensor_batch_keys=list(batch.non_tensor_batch))
+                    baseline_batch = baseline_batch.union(baseline_out)
+                    baseline_scores, _ = compute_reward(baseline_batch, self.reward_fn)
+                    batch.batch["reward_baselines"] = baseline_scores.sum(-1)
+            batch = batch.repeat(n, interleave=True)
+            batch.pop(batch_keys=["input_ids", "attention_mask", "position_ids"])
+            batch = batch.union(gen_output)
+            with marked_timer("reward", timing_raw):
+                if self.use_rm:
+                    batch = batch.union(self.rm_wg.compute_rm_score(batch))
+                reward_tensor, extra = compute_reward(batch, self.reward_fn)
+            batch.batch["token_level_scores"] = reward_tensor
+            for k, v in extra.items():
+                batch.non_tensor_batch[k] = np.array(v, dtype=object)
+            self._apply_overlong_penalty(batch, metrics)
+            errors = int(extra.get("reward_errors", [0])[0]) if extra.get("reward_errors") else 0
+            metrics["reward/errors"] = metrics.get("reward/errors", 0) + errors
+            if not filter_cfg.enable:
+                return batch
+            batch, kept_groups = _filter_groups(batch, filter_cfg.metric, n)
+            kept.append(batch)
+            num_groups += kept_groups
+            target = cfg.data.train_batch_size
+            limit = filter_cfg.max_num_gen_batches
+            if num_groups >= target or (limit > 0 and num_gen_batches >= limit):
+                merged = DataProto.concat([k for k in kept if len(k)])
+                metrics["train/num_gen_batches"] = num_gen_batches
+                metrics["train/num_kept_groups"] = num_groups
+                if len(merged) == 0:
+                    raise RuntimeError(
+                        f"dynamic sampling kept no group in {num_gen_batches} generation batches: every group's "
+                        "rewards were equal. Raise algorithm.filter_groups.max_num_gen_batches or disable it."
+                    )
+                return merged[: target * n] if num_groups >= target else merged
+
+    def _apply_overlong_penalty(self, batch: DataProto, metrics: dict) -> None:
+        ob = self.config.reward_model.overlong_buffer
+        if not ob.enable:
+            return
+        lengths = batch.batch["response_mask"].sum(-1)
+        penalty = core_algos.compute_overlong_penalty(
+            lengths, self.config.data.max_response_length, ob.len, ob.penalty_factor
+        )
+        last = (lengths - 1).clamp(min=0).long()
+        batch.batch["token_level_scores"][torch.arange(len(batch)), last] += penalty
+        metrics["reward/overlong_penalty_mean"] = penalty.float().mean().item()
+
+    def _train_on_batch(self, batch: DataProto, metrics: dict, timing_raw: dict) -> DataProto:
+        cfg = self.config
+        alg = cfg.algorithm
+        batch.meta_info["global_steps"] = self.global_steps
+        batch.meta_info["rollout_n"] = cfg.actor_rollout_ref.rollout.n
+        with marked_timer("old_log_prob", timing_raw):
+            old = self.actor_rollout_wg.compute_log_prob(batch)
+            entropy = old.batch.pop("entropys")
+            metrics["actor/entropy"] = core_algos.agg_loss(
+                entropy, batch.batch["response_mask"].float(), cfg.actor_rollout_ref.actor.loss_agg_mode
+            ).item()
+            batch = batch.union(old)
+        if self.use_reference_policy:
+            with marked_timer("ref", timing_raw):
+                batch = batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
+        if self.use_critic:
+            with marked_timer("values", timing_raw):
+                batch = batch.union(self.critic_wg.compute_values(batch))
+        with marked_timer("adv", timing_raw):
+            if alg.use_kl_in_reward:
+                batch, kl_metrics = apply_kl_penalty(batch, self.kl_ctrl_in_reward, alg.kl_penalty)
+                metrics.update(kl_metrics)
+            else:
+                batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+            batch = compute_advantage(
+                batch, alg.adv_estimator, alg.gamma, alg.lam, alg.norm_adv_by_std_in_grpo, config=alg
+            )
+        for cb in self.callbacks:
+            if hasattr(cb, "on_advantages"):
+                cb.on_advantages(self, batch, metrics)
+        if self.use_critic:
+            with marked_timer("update_critic", timing_raw):
+                out = self.critic_wg.update_critic(batch)
+            metrics.update(reduce_metrics(out.meta_info["metrics"]))
+        if self.global_steps > cfg.trainer.critic_warmup:
+            with marked_timer("update_actor", timing_raw):
+                out = self.actor_rollout_wg.update_actor(batch)
+            metrics.update(reduce_metrics(out.meta_info["metrics"]))
+        return batch
+
+    # ---------------------------------------------------------------- validation
+    def _validate(self) -> dict[str, float]:
+        """Greedy (``rollout.val_kwargs``) responses to every validation prompt, scored by ``val_reward_fn``.
+
+        Metrics: ``val-core/<data_source>/reward/mean@1``, ``val-core/<data_source>/acc/mean@1`` (share of full
+        scores) and ``val-core/acc`` over all sources.
+        """
+        cfg = self.config
+        items = [self.val_dataset[i] for i in range(len(self.val_dataset))]
+        bsz = cfg.data.val_batch_size or len(items)
+        scores, sources = [], []
+        for start in range(0, len(items), bsz):
+            batch = collate_prompts(items[start : start + bsz], self.tokenizer.pad_token_id)
+            gen = batch.select(batch_keys=["input_ids", "attention_mask", "position_ids"])
+            gen.meta_info["validate"] = True
+            out = self.actor_rollout_wg.generate_sequences(gen)
+            batch.pop(batch_keys=["input_ids", "attention_mask", "position_ids"])
+            batch = batch.union(out)
+            if self.use_rm:
+                batch = batch.union(self.rm_wg.compute_rm_score(batch))
+            reward_tensor, _ = compute_reward(batch, self.val_reward_fn)
+            scores.extend(reward_tensor.sum(-1).tolist())
+            sources.extend(batch.non_tensor_batch["data_source"].tolist())
+        by_source: dict[str, list[float]] = defaultdict(list)
+        for s, src in zip(scores, sources):
+            by_source[src].append(s)
+        metrics: dict[str, float] = {}
+        for src, vals in by_source.items():
+            metrics[f"val-core/{src}/reward/mean@1"] = float(np.mean(vals))
+            metrics[f"val-core/{src}/acc/mean@1"] = float(np.mean([v >= 1.0 for v in vals]))
+        metrics["val-core/acc"] = float(np.mean([s >= 1.0 for s in scores]))
+        metrics["val-core/reward"] = float(np.mean(scores))
+        return metrics
+
+    # ---------------------------------------------------------------- checkpoints
+    def _checkpoint_root(self) -> str:
+        return os.path.abspath(os.path.expanduser(self.config.trainer.default_local_dir))
+
+    def _save_checkpoint(self) -> str:
+        """``global_step_N/{actor,critic}/`` + ``data.pt``, written to a temp dir and renamed: all or nothing."""
+        root = self._checkpoint_root()
+        final = os.path.join(root, f"global_step_{self.global_steps}")
+        tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.actor_rollout_wg.save_checkpoint(os.path.join(tmp, "actor"))
+        if self.use_critic:
+            self.critic_wg.save_checkpoint(os.path.join(tmp, "critic"))
+        torch.save(
+            {
+                "global_steps": self.global_steps,
+                "dataloader": self.train_loader.state_dict(),
+                "python_rng": random.getstate(),
+                "numpy_rng": np.random.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "kl_ctrl": vars(self.kl_ctrl_in_reward) if self.kl_ctrl_in_reward is not None else None,
+            },
+            os.path.join(tmp, "data.pt"),
+        )
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        latest = os.path.join(root, "latest_checkpointed_iteration.txt")
+        with open(latest + ".tmp", "w") as f:
+            f.write(str(self.global_steps))
+        os.replace(latest + ".tmp", latest)
+        self._prune_checkpoints(root)
+        return final
+
+    def _prune_checkpoints(self, root: str) -> None:
+        keep = self.config.trainer.max_actor_ckpt_to_keep
+        if not keep or keep <= 0:
+            return
+        steps = sorted(
+            int(d.split("_")[-1])
+            for d in os.listdir(root)
+            if d.startswith("global_step_") and d.split("_")[-1].isdigit()
+        )
+        for step in steps[:-keep]:
+            shutil.rmtree(os.path.join(root, f"global_step_{step}"), ignore_errors=True)
+
+    def _find_resume_dir(self) -> str | None:
+        t = self.config.trainer
+        if t.resume_mode == "disable":
+            return None
+        if t.resume_mode == "resume_path":
+            if not t.resume_from_path or not os.path.isdir(os.path.expanduser(t.resume_from_path)):
+                raise FileNotFoundError(
+                    f"trainer.resume_from_path={t.resume_from_path!r} is not a checkpoint directory"
+                )
+            return os.path.abspath(os.path.expanduser(t.resume_from_path))
+        if t.resume_mode != "auto":
+            raise ValueError(f"trainer.resume_mode={t.resume_mode!r}: use auto, disable or resume_path")
+        latest = os.path.join(self._checkpoint_root(), "latest_checkpointed_iteration.txt")
+        if not os.path.isfile(latest):
+            return None
+        step = open(latest).read().strip()
+        path = os.path.join(self._checkpoint_root(), f"global_step_{step}")
+        return path if os.path.isdir(path) else None
+
+    def _load_checkpoint(self) -> None:
+        path = self._find_resume_dir()
+        if path is None:
+            return
+        self.actor_rollout_wg.load_checkpoint(os.path.join(path, "actor"))
+        if self.use_critic:
+            self.critic_wg.load_checkpoint(os.path.join(path, "critic"))
+        state = torch.load(os.path.join(path, "data.pt"), weights_only=False)
+        self.global_steps = int(state["global_steps"])
+        self.train_loader.load_state_dict(state["dataloader"])
+        random.setstate(state["python_rng"])
+        np.random.set_state(state["numpy_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        if self.kl_ctrl_in_reward is not None and state.get("kl_ctrl"):
+            vars(self.kl_ctrl_in_reward).update(state["kl_ctrl"])
+        print(f"resumed from {path} at step {self.global_steps}")
+
+
+def uses_reference_policy(config) -> bool:
+    enable = config.actor_rollout_ref.ref.enable
+    if enable is not None:
+        return bool(enable)
+    return bool(config.actor_rollout_ref.actor.use_kl_loss or config.algorithm.use_kl_in_reward)
+
+
+def uses_critic(config) -> bool:
+    enable = config.critic.enable
+    return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
+
+
+def _filter_groups(batch: DataProto, metric: str, n: int) -> tuple[DataProto, int]:
+    """DAPO dynamic sampling: keep prompt groups whose ``metric`` varies (all-equal groups carry no signal)."""
+    if metric in ("seq_reward", "seq_final_reward"):
+        values = batch.batch["token_level_scores"].sum(-1).tolist()
+    elif metric in batch.non_tensor_batch:
+        values = [float(v) for v in batch.non_tensor_batch[metric]]
+    else:
+        raise KeyError(f"algorithm.filter_groups.metric={metric!r} is neither seq_reward nor a reward extra field")
+    by_uid: dict[str, list[float]] = defaultdict(list)
+    for uid, v in zip(batch.non_tensor_batch["uid"], values):
+        by_uid[uid].append(v)
+    keep_uids = {u for u, vs in by_uid.items() if np.std(vs) > 0 or len(vs) == 1}
+    mask = np.array([u in keep_uids for u in batch.non_tensor_batch["uid"]])
+    return batch[torch.from_numpy(mask)], len(keep_uids)
+
+
+def _append(history: dict[str, list], metrics: dict[str, float], step: int) -> None:
+    for k, v in metrics.items():
+        if isinstance(v, (int, float)):
+            history[k].append((step, v))

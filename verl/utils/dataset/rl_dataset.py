@@ -1,0 +1,137 @@
+"""Prompts for RL: verl-format parquet rows tokenized with the chat template, batched as DataProto."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from verl.protocol import DataProto
+from verl.utils.dataset.parquet import get_nested, prompt_to_messages, read_parquet_rows, render_prompt
+
+logger = logging.getLogger(__name__)
+
+NON_TENSOR_KEYS = ("data_source", "reward_model", "extra_info", "ability")
+
+
+class RLHFDataset(torch.utils.data.Dataset):
+    """Tokenized prompts plus the row fields the reward needs.
+
+    Prompts longer than ``max_prompt_length`` are dropped when ``filter_overlong_prompts`` (the count is kept in
+    ``num_filtered``), else cut per ``truncation``: ``error`` names the row, ``left`` keeps the prompt's end,
+    ``right`` its start.
+    """
+
+    def __init__(
+        self,
+        data_files: str | Sequence[str],
+        tokenizer,
+        prompt_key: str = "prompt",
+        max_prompt_length: int = 512,
+        filter_overlong_prompts: bool = True,
+        truncation: str = "error",
+        return_raw_chat: bool = False,
+    ):
+        if truncation not in ("error", "left", "right"):
+            raise ValueError(f"data.truncation={truncation!r}: use error, left or right")
+        self.items: list[dict[str, Any]] = []
+        self.num_filtered = 0
+        self.num_truncated = 0
+        for row in read_parquet_rows(data_files, required_columns=[prompt_key]):
+            messages = prompt_to_messages(get_nested(row, prompt_key), row)
+            ids = tokenizer(render_prompt(tokenizer, messages), add_special_tokens=False)["input_ids"]
+            if len(ids) > max_prompt_length:
+                if filter_overlong_prompts:
+                    self.num_filtered += 1
+                    continue
+                if truncation == "error":
+                    raise ValueError(
+                        f"{row.where}: the prompt has {len(ids)} tokens, more than data.max_prompt_length="
+                        f"{max_prompt_length}. Raise it, set data.filter_overlong_prompts=true, or data.truncation=left|right."
+                    )
+                ids = ids[-max_prompt_length:] if truncation == "left" else ids[:max_prompt_length]
+                self.num_truncated += 1
+            item = {"input_ids": ids, "index": len(self.items)}
+            for key in NON_TENSOR_KEYS:
+                item[key] = row.data.get(key)
+            if item["reward_model"] is None:
+                item["reward_model"] = {}
+            if return_raw_chat:
+                item["raw_prompt"] = messages
+            self.items.append(item)
+        if self.num_filtered:
+            logger.warning("filtered %d prompts longer than %d tokens", self.num_filtered, max_prompt_length)
+        if not self.items:
+            raise ValueError(f"no usable prompts in {data_files} (filtered {self.num_filtered} as too long)")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.items[i]
+
+
+def collate_prompts(items: Sequence[dict[str, Any]], pad_token_id: int) -> DataProto:
+    """Left-pad prompts to the batch's longest (decoder-only generation appends on the right)."""
+    width = max(len(it["input_ids"]) for it in items)
+    input_ids = torch.full((len(items), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(items), width), dtype=torch.long)
+    for b, it in enumerate(items):
+        n = len(it["input_ids"])
+        input_ids[b, width - n :] = torch.tensor(it["input_ids"])
+        attention_mask[b, width - n :] = 1
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    non_tensors = {k: [it.get(k) for it in items] for k in items[0] if k != "input_ids"}
+    return DataProto.from_dict(
+        {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}, non_tensors
+    )
+
+
+class PromptLoader:
+    """Shuffled batches of prompts with a resumable position: ``state_dict()`` / ``load_state_dict()``.
+
+    Epoch ``e``'s order is a permutation drawn from ``seed + e``, so a resumed run sees exactly the batches an
+    uninterrupted run would have.
+    """
+
+    def __init__(
+        self,
+        dataset: RLHFDataset,
+        batch_size: int,
+        pad_token_id: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
+    ):
+        if batch_size > len(dataset):
+            raise ValueError(f"data.train_batch_size={batch_size} is larger than the dataset ({len(dataset)} prompts)")
+        self.dataset, self.batch_size, self.pad_token_id = dataset, batch_size, pad_token_id
+        self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
+        self.epoch, self.batch_idx = 0, 0
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if not self.shuffle:
+            return np.arange(len(self.dataset))
+        return np.random.default_rng(self.seed + epoch).permutation(len(self.dataset))
+
+    def next_batch(self) -> DataProto:
+        """The next batch, moving to the next epoch when this one is used up."""
+        if self.batch_idx >= len(self):
+            self.epoch, self.batch_idx = self.epoch + 1, 0
+        order = self._order(self.epoch)
+        idx = order[self.batch_idx * self.batch_size : (self.batch_idx + 1) * self.batch_size]
+        self.batch_idx += 1
+        return collate_prompts([self.dataset[int(i)] for i in idx], self.pad_token_id)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "batch_idx": self.batch_idx}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch, self.batch_idx = int(state["epoch"]), int(state["batch_idx"])

@@ -1,0 +1,381 @@
+"""`HFRollout`: a native sampler over a Hugging Face causal LM, using the model's KV cache.
+
+Hybrid engine: the rollout samples with the module it is given, in place -- the actor's own parameters, never a
+copy -- so a policy update is visible to the next ``generate_sequences`` call with no weight sync.
+
+Generation of one batch of left-padded prompts:
+
+1. prefill: one forward pass over the prompts with their ``attention_mask`` and ``position_ids``, filling a KV cache
+   (only the last position's logits are computed where the model takes ``logits_to_keep``);
+2. decode: one token per step for every unfinished row, feeding the cache back as ``past_key_values``;
+3. per-row EOS: a row that emits an EOS token is finished; it emits only ``pad_token_id`` afterwards;
+4. retiring: finished rows are dropped from the active batch (the cache's batch rows are selected with
+   ``DynamicCache.batch_select_indices``), so each step's compute shrinks as sequences finish. Where the cache type
+   cannot be row-selected safely (static, quantized, offloaded or linear-attention caches) finished rows simply
+   stay in the batch and their outputs are ignored -- the plain path. Both give the same tokens.
+
+Sampling applies temperature, then top-k, then top-p (nucleus, at least one token kept) to float32 logits and draws
+with ``torch.multinomial(..., generator=self.generator)``. The generator is seeded with ``seed``, so on CPU the same
+seed gives the same samples; ``get_rng_state``/``set_rng_state`` save and restore it for checkpoint/resume. Samples
+depend on how the batch is chunked (``micro_batch_size``), as with any batched sampler, but not on retiring: the draw
+is always made over the chunk's full batch width (retired rows get a one-hot dummy distribution), so the random
+stream and each row's draw are the same whether or not rows were retired.
+
+``rollout_log_probs`` holds the log-probability of each sampled token under ``log_softmax(logits / temperature)``
+computed BEFORE top-k/top-p filtering, i.e. exactly what the actor recomputes from the same ``input_ids`` with the
+same temperature (the filtered proposal distribution is not what PPO's ratio uses). With greedy decoding it is
+``log_softmax(logits)`` at temperature 1. It is 0 where ``response_mask`` is 0.
+
+Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (bs, R) right-padded with
+``pad_token_id`` and always exactly ``response_length`` wide so batches concatenate, ``input_ids`` (bs, P+R),
+``attention_mask`` (bs, P+R), ``position_ids`` (bs, P+R) continuing the prompt positions, ``response_mask`` (bs, R)
+(1 for generated tokens up to and including the first EOS) and ``rollout_log_probs`` (bs, R, float32).
+``non_tensor_batch`` and ``meta_info`` pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from verl.protocol import DataProto
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HFRollout", "filter_logits"]
+
+
+def _cfg_get(config: Any, key: str, default: Any = None) -> Any:
+    """``config.get(key, default)`` for a dict, an omegaconf DictConfig or None; a stored None gives ``default``."""
+    if config is None:
+        return default
+    value = config.get(key, default)
+    return default if value is None else value
+
+
+def filter_logits(logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0) -> torch.Tensor:
+    """Top-k then top-p (nucleus) filtering of ``logits`` (..., V): removed entries become ``-inf``.
+
+    ``top_k <= 0`` or ``>= V`` is off. ``top_p >= 1`` is off; otherwise the smallest set of most likely tokens whose
+    probability reaches ``top_p`` is kept, and the most likely token is always kept (so ``top_p`` tiny is greedy).
+    """
+    vocab = logits.shape[-1]
+    if 0 < top_k < vocab:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, sorted_idx = torch.sort(logits, dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above each token
+        remove_sorted = mass_before >= top_p
+        remove_sorted[..., 0] = False
+        remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
+        logits = logits.masked_fill(remove, float("-inf"))
+    return logits
+
+
+def _can_select_rows(cache: Any) -> bool:
+    """Whether finished rows can be dropped from ``cache`` exactly (only layer types whose whole state is keys/values)."""
+    if isinstance(cache, tuple):  # legacy tuple-of-(key, value) caches
+        return all(isinstance(layer, tuple) and len(layer) == 2 for layer in cache)
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+    except ImportError:  # transformers without layered caches
+        return False
+    if type(cache) is not DynamicCache or getattr(cache, "offloading", False):
+        return False
+    layers = getattr(cache, "layers", None)
+    if not layers or not hasattr(cache, "batch_select_indices"):
+        return False
+    return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in layers)
+
+
+def _select_rows(cache: Any, keep: torch.Tensor) -> Any:
+    """Keep only rows ``keep`` (1-D long tensor) of a cache accepted by `_can_select_rows`."""
+    if isinstance(cache, tuple):
+        return tuple((k.index_select(0, keep.to(k.device)), v.index_select(0, keep.to(v.device))) for k, v in cache)
+    cache.batch_select_indices(keep)
+    return cache
+
+
+class HFRollout:
+    """Sample responses for left-padded prompts with ``module`` (an HF ``PreTrainedModel``) used in place.
+
+    Args:
+        module: the causal LM; generation uses it directly (the actor's weights, no copy).
+        config: dict-like rollout config (dict or DictConfig) with verl's keys ``temperature``, ``top_p``, ``top_k``,
+            ``response_length``, ``do_sample``, optional ``micro_batch_size`` (prompts per generation call; None: all)
+            and ``val_kwargs`` (``do_sample``, ``temperature``, ``top_p``, ``top_k``) used when
+            ``meta_info["validate"]`` is true.
+        pad_token_id: fills responses after EOS.
+        eos_token_id: one id or a list of ids that end a response.
+        seed: seeds ``self.generator``, the only source of randomness of sampling.
+        retire_finished: drop finished rows from the active batch (default); False keeps the plain path where
+            finished rows keep running and their outputs are ignored.
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        config: Mapping | Any,
+        pad_token_id: int,
+        eos_token_id: int | list[int],
+        seed: int = 0,
+        *,
+        retire_finished: bool = True,
+    ):
+        if pad_token_id is None:
+            raise ValueError("HFRollout needs a pad_token_id (use the EOS id when the tokenizer has no pad token)")
+        if eos_token_id is None:
+            raise ValueError("HFRollout needs an eos_token_id (an int or a list of ints)")
+        self.module = module
+        self.config = config if config is not None else {}
+        self.pad_token_id = int(pad_token_id)
+        eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+        if not eos:
+            raise ValueError("HFRollout: eos_token_id is an empty list")
+        self.eos_token_ids = [int(e) for e in eos]
+        self.seed = int(seed)
+        self.retire_finished = retire_finished
+        self.generator = torch.Generator(device=self._device())
+        self.generator.manual_seed(self.seed)
+        try:
+            forward_params = inspect.signature(module.forward).parameters
+        except (TypeError, ValueError):
+            forward_params = {}
+        self._takes_logits_to_keep = "logits_to_keep" in forward_params
+        # transformers >= 5.2x names the KV-cache argument ``cache``; older versions ``past_key_values``
+        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+
+    # ------------------------------------------------------------------------------------------------------ rng
+
+    def get_rng_state(self) -> torch.Tensor:
+        """The sampling generator's state (a CPU ByteTensor), for checkpointing."""
+        return self.generator.get_state()
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        """Restore a state from `get_rng_state`; the following samples replay those drawn after it was taken."""
+        self.generator.set_state(state)
+
+    def _device(self) -> torch.device:
+        for p in self.module.parameters():
+            return p.device
+        return torch.device("cpu")
+
+    def _generator_on(self, device: torch.device) -> torch.Generator:
+        if self.generator.device.type != device.type:  # the module moved (e.g. offloaded and reloaded)
+            logger.warning("HFRollout: module moved to %s; re-seeding the sampling generator there", device)
+            self.generator = torch.Generator(device=device)
+            self.generator.manual_seed(self.seed)
+        return self.generator
+
+    # ------------------------------------------------------------------------------------------------- settings
+
+    def _sampling_params(self, meta_info: Mapping) -> dict[str, Any]:
+        cfg = self.config
+        params = {
+            "do_sample": bool(_cfg_get(cfg, "do_sample", True)),
+            "temperature": float(_cfg_get(cfg, "temperature", 1.0)),
+            "top_p": float(_cfg_get(cfg, "top_p", 1.0)),
+            "top_k": int(_cfg_get(cfg, "top_k", -1)),
+            "response_length": _cfg_get(cfg, "response_length", None),
+        }
+        if meta_info.get("validate", False):
+            val = _cfg_get(cfg, "val_kwargs", None)
+            for key in ("do_sample", "temperature", "top_p", "top_k"):
+                value = _cfg_get(val, key, None)
+                if value is not None:
+                    params[key] = value
+        for key in ("do_sample", "temperature", "top_p", "top_k", "response_length"):
+            if meta_info.get(key) is not None:
+                params[key] = meta_info[key]
+        if params["response_length"] is None:
+            raise ValueError("HFRollout: set rollout.response_length (max new tokens) or pass it in meta_info")
+        params["response_length"] = int(params["response_length"])
+        if params["response_length"] < 1:
+            raise ValueError(f"HFRollout: response_length must be >= 1, got {params['response_length']}")
+        params["do_sample"] = bool(params["do_sample"])
+        params["temperature"] = float(params["temperature"])
+        params["top_p"] = float(params["top_p"])
+        params["top_k"] = int(params["top_k"])
+        if not math.isfinite(params["temperature"]):
+            raise ValueError(f"HFRollout: temperature must be finite, got {params['temperature']}")
+        if params["temperature"] <= 0.0:  # temperature 0 means greedy, as in vLLM
+            params["do_sample"] = False
+        if not params["do_sample"]:
+            params["temperature"] = 1.0
+        return params
+
+    # -------------------------------------------------------------------------------------------------- public
+
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        """Generate one response per prompt row; see the module docstring for the output contract."""
+        if prompts.batch is None or "input_ids" not in prompts.batch:
+            raise KeyError("HFRollout.generate_sequences: prompts.batch needs input_ids, attention_mask, position_ids")
+        params = self._sampling_params(prompts.meta_info)
+        batch = prompts.batch
+        input_ids = batch["input_ids"]
+        attention_mask = batch.get("attention_mask")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        position_ids = batch.get("position_ids")
+        if position_ids is None:
+            position_ids = torch.clamp(attention_mask.long().cumsum(-1) - 1, min=0)
+        if position_ids.dim() != 2:
+            raise ValueError(
+                f"HFRollout: position_ids must be (bs, prompt_length), got shape {tuple(position_ids.shape)}"
+            )
+
+        bs = input_ids.shape[0]
+        micro = _cfg_get(self.config, "micro_batch_size", None)
+        micro = bs if micro is None or int(micro) <= 0 else int(micro)
+        parts: list[dict[str, torch.Tensor]] = []
+        module = self.module
+        was_training = module.training
+        module.eval()
+        try:
+            with torch.no_grad():
+                for start in range(0, max(bs, 1), max(micro, 1)):
+                    end = min(start + micro, bs)
+                    parts.append(
+                        self._generate_chunk(
+                            input_ids[start:end], attention_mask[start:end], position_ids[start:end], params
+                        )
+                    )
+        finally:
+            module.train(was_training)
+        out = {key: torch.cat([p[key] for p in parts], dim=0) for key in parts[0]}
+        return DataProto(batch=out, non_tensor_batch=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info))
+
+    # ------------------------------------------------------------------------------------------------- internals
+
+    def _forward(self, input_ids, attention_mask, position_ids, past_key_values):
+        kwargs: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "use_cache": True,
+        }
+        if past_key_values is not None:
+            kwargs[self._cache_kwarg] = past_key_values
+        if self._takes_logits_to_keep:
+            kwargs["logits_to_keep"] = 1
+        out = self.module(**kwargs)
+        cache = getattr(out, "cache", None)
+        if cache is None:
+            cache = getattr(out, "past_key_values", None)
+        if cache is None:
+            raise RuntimeError(f"HFRollout: {type(self.module).__name__} returned no KV cache with use_cache=True")
+        return out.logits[:, -1, :].float(), cache
+
+    def _generate_chunk(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        prompt_pos: torch.Tensor,
+        params: dict[str, Any],
+    ) -> dict[str, torch.Tensor]:
+        out_device = prompt_ids.device
+        device = self._device()
+        n = prompt_ids.shape[0]
+        resp_len = params["response_length"]
+        do_sample, temperature = params["do_sample"], params["temperature"]
+        top_k, top_p = params["top_k"], params["top_p"]
+
+        ids = prompt_ids.to(device)
+        mask = prompt_mask.to(device)
+        pos = prompt_pos.to(device)
+        eos_ids = torch.tensor(self.eos_token_ids, device=device, dtype=ids.dtype)
+        generator = self._generator_on(device) if do_sample else None
+
+        responses = torch.full((n, resp_len), self.pad_token_id, dtype=ids.dtype, device=device)
+        log_probs = torch.zeros((n, resp_len), dtype=torch.float32, device=device)
+        resp_mask = torch.zeros((n, resp_len), dtype=mask.dtype, device=device)
+
+        if n > 0:
+            logits, cache = self._forward(ids, mask, pos, None)
+            retire = self.retire_finished and _can_select_rows(cache)
+            active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
+            done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
+            cur_mask = mask
+            next_pos = pos[:, -1] + 1
+            for step in range(resp_len):
+                live = ~done
+                tokens, token_logp = self._sample(
+                    logits, live, active, n, do_sample, temperature, top_k, top_p, generator
+                )
+                rows = active[live]
+                responses[rows, step] = tokens[live]
+                log_probs[rows, step] = token_logp[live]
+                resp_mask[rows, step] = 1
+                done = done | (live & torch.isin(tokens, eos_ids))
+                if step == resp_len - 1 or bool(done.all()):
+                    break
+                if retire and bool(done.any()):
+                    keep = torch.nonzero(~done).squeeze(1)
+                    cache = _select_rows(cache, keep)
+                    active, tokens, cur_mask, next_pos = active[keep], tokens[keep], cur_mask[keep], next_pos[keep]
+                    done = done[keep]
+                # finished rows (plain path) are fed pad; their outputs are ignored from here on
+                feed = torch.where(done, torch.full_like(tokens, self.pad_token_id), tokens)
+                cur_mask = torch.cat([cur_mask, cur_mask.new_ones((cur_mask.shape[0], 1))], dim=1)
+                logits, cache = self._forward(feed.unsqueeze(1), cur_mask, next_pos.unsqueeze(1), cache)
+                next_pos = next_pos + 1
+            del cache
+
+        delta = torch.arange(1, resp_len + 1, device=device, dtype=pos.dtype).unsqueeze(0)
+        response_pos = pos[:, -1:] + delta
+        out = {
+            "prompts": ids,
+            "responses": responses,
+            "input_ids": torch.cat([ids, responses], dim=1),
+            "attention_mask": torch.cat([mask, resp_mask], dim=1),
+            "position_ids": torch.cat([pos, response_pos], dim=1),
+            "response_mask": resp_mask,
+            "rollout_log_probs": log_probs,
+        }
+        return {key: value.to(out_device) for key, value in out.items()}
+
+    def _sample(
+        self,
+        logits: torch.Tensor,
+        live: torch.Tensor,
+        active: torch.Tensor,
+        width: int,
+        do_sample: bool,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Next token and its log-prob (under log_softmax(logits / temperature), unfiltered) for each batch row.
+
+        ``active`` maps batch rows to chunk rows; the multinomial draw is made over all ``width`` chunk rows so the
+        random stream does not depend on which rows were retired.
+        """
+        if not do_sample:
+            logp = torch.log_softmax(logits, dim=-1)
+            tokens = logits.argmax(dim=-1)
+            return tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        scaled = logits / temperature if temperature != 1.0 else logits
+        logp = torch.log_softmax(scaled, dim=-1)
+        filtered = filter_logits(scaled, top_k=top_k, top_p=top_p)
+        probs = F.softmax(filtered, dim=-1)
+        # finished rows get a one-hot dummy distribution on pad: never NaN, and the row's draw is discarded
+        dummy = torch.zeros_like(probs[:1])
+        dummy[0, self.pad_token_id] = 1.0
+        probs = torch.where(live.unsqueeze(-1), probs, dummy)
+        if probs.shape[0] != width:  # retired rows: draw over the full chunk width, keep the active rows' draws
+            full = dummy.expand(width, -1).clone()
+            full[active] = probs
+            tokens = torch.multinomial(full, 1, generator=generator).squeeze(-1)[active]
+        else:
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        token_logp = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        return tokens, token_logp
