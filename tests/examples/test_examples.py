@@ -29,3 +29,44 @@ def test_quickstart_sft_example(tmp_path):
     assert (tmp_path / "tiny-qwen2" / "config.json").exists()
     assert (tmp_path / "data" / "train.parquet").exists()
     assert (tmp_path / "sft" / "global_step_4" / "model.safetensors").exists()
+
+
+SMALL_RL = [
+    "data.train_files=builtin://arithmetic/train?train_size=64",
+    "data.val_files=builtin://arithmetic/test?test_size=16",
+    "data.train_batch_size=4",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    "trainer.total_training_steps=2",
+    "trainer.test_freq=2",
+    "trainer.logger=[file]",
+]
+
+
+def _run_script(script: str, tmp_path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", os.path.join(ROOT, "examples", script), *SMALL_RL, f"trainer.default_local_dir={tmp_path}", *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        cwd=ROOT,
+    )
+
+
+def test_grpo_and_gae_example_scripts(tmp_path):
+    for script in ("grpo_trainer/run_arithmetic_grpo.sh", "ppo_trainer/run_arithmetic_gae.sh"):
+        out = _run_script(script, tmp_path / script.split("/")[0])
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "held-out greedy accuracy:" in out.stdout and "at step 2" in out.stdout
+    assert (tmp_path / "ppo_trainer" / "global_step_2" / "critic" / "huggingface" / "config.json").exists()
+
+
+def test_custom_reward_example_is_used(tmp_path):
+    import json
+
+    out = _run_script("custom_reward/run_custom_reward.sh", tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    scores = [json.loads(x).get("critic/score/max") for x in open(tmp_path / "metrics.jsonl")]
+    # correct answers score 1 - 0.002 * len(response) < 1: the custom function, not the 0/1 rule, was used
+    assert all(s is None or s < 1.0 for s in scores) and any(s is not None for s in scores)

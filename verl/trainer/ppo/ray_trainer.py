@@ -145,6 +145,11 @@ class RayPPOTrainer:
             last_val = self._validate()
             logger.log(last_val, step=0)
             _append(history, last_val, 0)
+        if self.global_steps >= self.total_training_steps:
+            print(
+                f"already at step {self.global_steps} of {self.total_training_steps} in {out_dir}: nothing to do "
+                "(raise trainer.total_training_steps, or trainer.resume_mode=disable to start over)"
+            )
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="ppo", disable=None)
         while self.global_steps < self.total_training_steps:
             self.global_steps += 1
