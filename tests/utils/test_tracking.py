@@ -1,0 +1,53 @@
+"""Every logger backend writes something a user can read back (real wandb offline files, a real MLflow store)."""
+
+import json
+import os
+
+from verl.utils.tracking import Tracking
+
+CONFIG = {"trainer": {"project_name": "proj", "experiment_name": "exp"}, "actor": {"lr": 1e-3}}
+
+
+def test_console_and_file(tmp_path):
+    lines = []
+    t = Tracking(["console", "file"], str(tmp_path), console_keys=["a"], write=lines.append)
+    t.log({"a": 1.5, "b": float("nan")}, step=3)
+    t.close()
+    assert lines == ["step 3: a=1.5000"]
+    rec = json.loads((tmp_path / "metrics.jsonl").read_text())
+    assert rec["step"] == 3 and rec["a"] == 1.5 and rec["b"] is None  # NaN becomes null: valid JSON
+
+
+def test_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    t = Tracking(["tensorboard"], str(tmp_path))
+    t.log({"actor/pg_loss": 0.25}, step=1)
+    t.close()
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("actor/pg_loss")] == [0.25]
+
+
+def test_wandb_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    t = Tracking(["wandb"], str(tmp_path), config=CONFIG)
+    t.log({"val-core/acc": 0.5}, step=1)
+    t.close()
+    runs = [d for d in os.listdir(tmp_path / "wandb") if d.startswith("offline-run-")]
+    assert runs and any(f.endswith(".wandb") for f in os.listdir(tmp_path / "wandb" / runs[0]))
+
+
+def test_mlflow_local_store(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    from mlflow.tracking import MlflowClient
+
+    t = Tracking(["mlflow"], str(tmp_path), config=CONFIG)
+    run_id = t.loggers[0].run.info.run_id
+    t.log({"val-core/arithmetic/reward/mean@1": 0.75, "actor/lr": 1e-3}, step=2)
+    t.close()
+    client = MlflowClient("file:" + str(tmp_path / "mlruns"))
+    hist = client.get_metric_history(run_id, "val-core/arithmetic/reward/mean_at_1")
+    assert [(m.step, m.value) for m in hist] == [(2, 0.75)]
+    assert client.get_run(run_id).data.params["actor.lr"] == "0.001"
