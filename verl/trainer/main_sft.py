@@ -26,11 +26,8 @@ from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
 from verl.utils.evaluation import evaluate_greedy_accuracy
 from verl.utils.model import load_causal_lm, load_tokenizer
-from verl.utils.torch_functional import (
-    get_constant_schedule_with_warmup,
-    get_cosine_schedule_with_warmup,
-    set_seed,
-)
+from verl.utils.optim import build_adamw
+from verl.utils.torch_functional import set_seed
 from verl.utils.tracking import Tracking
 
 
@@ -119,14 +116,16 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     total_steps = config.trainer.total_training_steps or steps_per_epoch * config.trainer.total_epochs
 
     o = config.optim
-    optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
-    warmup = int(o.warmup_steps_ratio * total_steps)
-    if o.lr_scheduler == "cosine":
-        scheduler = get_cosine_schedule_with_warmup(optimizer, warmup, total_steps, min_lr_ratio=o.min_lr_ratio)
-    elif o.lr_scheduler == "constant":
-        scheduler = get_constant_schedule_with_warmup(optimizer, warmup)
-    else:
-        raise ConfigError(f"optim.lr_scheduler={o.lr_scheduler!r}: use 'cosine' or 'constant'")
+    optimizer, scheduler = build_adamw(
+        model.parameters(),
+        o.lr,
+        o.betas,
+        o.weight_decay,
+        total_steps,
+        int(o.warmup_steps_ratio * total_steps),
+        o.lr_scheduler,
+        o.min_lr_ratio,
+    )
 
     t = config.trainer
     tracker = Tracking(

@@ -19,27 +19,27 @@ import torch
 from verl.protocol import DataProto
 from verl.utils.checkpoint import save_hf_checkpoint
 from verl.utils.model import load_causal_lm, load_tokenizer, resolve_model_path
-from verl.utils.torch_functional import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.rollout.hf_rollout import HFRollout
 
 
 def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
-    """AdamW with linear warmup, then constant or cosine decay (verl's optim keys)."""
-    optimizer = torch.optim.AdamW(
-        module.parameters(), lr=optim_cfg.lr, betas=tuple(optim_cfg.betas), weight_decay=optim_cfg.weight_decay
-    )
+    """AdamW with linear warmup, then constant or cosine decay (verl's ``optim`` keys)."""
     warmup = optim_cfg.lr_warmup_steps
     if warmup is None or warmup < 0:
         warmup = int(optim_cfg.lr_warmup_steps_ratio * total_steps)
-    if optim_cfg.warmup_style == "cosine":
-        scheduler = get_cosine_schedule_with_warmup(optimizer, warmup, total_steps, min_lr_ratio=optim_cfg.min_lr_ratio)
-    elif optim_cfg.warmup_style == "constant":
-        scheduler = get_constant_schedule_with_warmup(optimizer, warmup)
-    else:
-        raise ValueError(f"optim.warmup_style={optim_cfg.warmup_style!r}: use 'constant' or 'cosine'")
-    return optimizer, scheduler
+    return build_adamw(
+        module.parameters(),
+        optim_cfg.lr,
+        optim_cfg.betas,
+        optim_cfg.weight_decay,
+        total_steps,
+        warmup,
+        optim_cfg.warmup_style,
+        optim_cfg.min_lr_ratio,
+    )
 
 
 def _save_optim(path: str, optimizer, scheduler, extra: dict[str, Any] | None = None) -> None:

@@ -13,12 +13,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
-from verl.utils.torch_functional import entropy_from_logits
-
-
-def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits)[labels]; logits (bs, L, V) float, labels (bs, L) -> (bs, L)."""
-    return torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
 
 
 def forward_response_logits(module, micro: dict[str, torch.Tensor], response_length: int, temperature: float):

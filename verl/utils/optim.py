@@ -1,0 +1,32 @@
+"""AdamW with a warmup-then-decay learning-rate schedule: the one optimizer recipe every trainer here uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from verl.utils.torch_functional import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+SCHEDULES = ("constant", "cosine")
+
+
+def build_adamw(
+    params: Iterable[torch.nn.Parameter],
+    lr: float,
+    betas: Sequence[float],
+    weight_decay: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    schedule: str = "constant",
+    min_lr_ratio: float = 0.0,
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW plus linear warmup over ``warmup_steps``, then ``constant`` or ``cosine`` decay to ``lr*min_lr_ratio``."""
+    optimizer = torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay)
+    if schedule == "cosine":
+        scheduler = get_cosine_schedule_with_warmup(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
+    elif schedule == "constant":
+        scheduler = get_constant_schedule_with_warmup(optimizer, warmup_steps)
+    else:
+        raise ValueError(f"unknown learning-rate schedule {schedule!r}: use one of {SCHEDULES}")
+    return optimizer, scheduler
