@@ -1,6 +1,10 @@
 import os
 
-import pytest
+# Tiny models are overhead-bound: one OpenMP thread per process is faster, and it keeps test processes and their
+# subprocesses from fighting over the 2 cores. Set before torch is imported by any test module.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,10 @@ from verl.version import __version__
 
 _SUBMODULES = ("trainer", "data", "utils", "engine", "models", "protocol", "workers", "single_controller")
 
-__all__ = ["__version__", "DataProto", *_SUBMODULES]
+# The Python trainer API (docs/python_api.md), imported on first use.
+_API = ("Trainer", "RLTrainer", "PPOTrainer", "DataParallelRLTrainer", "DataConfig", "EngineConfig")
+
+__all__ = ["__version__", "DataProto", *_API, *_SUBMODULES]
 
 
 def __getattr__(name: str):
@@ -20,6 +23,8 @@ def __getattr__(name: str):
         from verl.protocol import DataProto
 
         return DataProto
+    if name in _API:
+        return getattr(importlib.import_module("verl.trainer.api"), name)
     raise AttributeError(f"module 'verl' has no attribute {name!r}")
 
 

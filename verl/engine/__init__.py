@@ -1,5 +1,23 @@
-"""The hybrid engine's hooks: step callbacks that see each step's intermediate products (seed article 000)."""
+"""The hybrid engine's hooks: step callbacks that see each step's intermediate products (seed article 000).
 
-from verl.engine.callbacks import StepCallback
+``StepCallback`` is the protocol; ``KLFilterCallback``, ``DynamicGammaScheduler`` and ``RewardAwareEarlyStopping``
+are the built-ins; ``HybridEngine`` is ``trainer.engine`` (``engine.step(callback)``).
+"""
 
-__all__ = ["StepCallback"]
+from verl.engine.callbacks import (
+    DynamicGammaScheduler,
+    FunctionCallback,
+    KLFilterCallback,
+    RewardAwareEarlyStopping,
+    StepCallback,
+)
+from verl.engine.engine import HybridEngine
+
+__all__ = [
+    "DynamicGammaScheduler",
+    "FunctionCallback",
+    "HybridEngine",
+    "KLFilterCallback",
+    "RewardAwareEarlyStopping",
+    "StepCallback",
+]

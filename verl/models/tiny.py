@@ -115,6 +115,28 @@ def save_tiny_model(out_dir: str, cfg: TinyModelConfig | None = None) -> str:
     return out_dir
 
 
+def save_tiny_classifier(
+    out_dir: str, labels: tuple[str, ...] = ("non_toxic", "toxic"), cfg: TinyModelConfig | None = None
+) -> str:
+    """A randomly initialised tiny ``AutoModelForSequenceClassification`` directory with ``labels`` (one label: a
+    scalar reward model), for reward-model and classifier-evaluator tests and examples. Returns ``out_dir``."""
+    from transformers import AutoModelForSequenceClassification
+
+    cfg = cfg or TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64)
+    tokenizer = build_tokenizer()
+    config = build_model_config(tokenizer, cfg)
+    config.num_labels = len(labels)
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {name: i for i, name in enumerate(labels)}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = AutoModelForSequenceClassification.from_config(config)
+    os.makedirs(out_dir, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
 def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

@@ -6,7 +6,8 @@
         data.train_files=~/data/gsm8k/train.parquet data.val_files=~/data/gsm8k/test.parquet
 
 Builds the workers for the configured backend, the reward functions and the datasets, then hands them to the
-controller (``RayPPOTrainer.fit``).
+controller (``RayPPOTrainer.fit``). ``build_trainer`` stops before ``fit``: the Python API (``verl.trainer.api``)
+drives the same controller through it.
 """
 
 from __future__ import annotations
@@ -46,12 +47,27 @@ def check_config(config: DictConfig) -> None:
         raise ConfigError(
             f"algorithm.adv_estimator={est} compares responses within a group: set actor_rollout_ref.rollout.n >= 2"
         )
+    temp = config.algorithm.reward_temp
+    if temp is None or temp <= 0:
+        raise ConfigError(
+            f"algorithm.reward_temp={temp}: the score is divided by it, so it must be > 0 (1.0: unchanged)"
+        )
+    if config.trainer.nnodes * config.trainer.n_gpus_per_node > 1 and config.trainer.backend == "local":
+        raise ConfigError(
+            f"trainer.nnodes={config.trainer.nnodes} x trainer.n_gpus_per_node={config.trainer.n_gpus_per_node}: the "
+            "local backend runs one process; use 1 (multi-process training comes with trainer.backend=ray)"
+        )
     if config.trainer.backend != "local":
         raise ConfigError(f"trainer.backend={config.trainer.backend!r}: only 'local' is available in this version")
 
 
-def build_reward_fns(config: DictConfig, tokenizer):
-    compute_score = load_custom_reward_function(config.custom_reward_function.path, config.custom_reward_function.name)
+def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
+    """Training and validation reward managers. ``compute_score`` (a Python function with verl's signature) takes
+    the place of ``custom_reward_function`` when given."""
+    if compute_score is None:
+        compute_score = load_custom_reward_function(
+            config.custom_reward_function.path, config.custom_reward_function.name
+        )
     kwargs = OmegaConf.to_container(config.reward_model.reward_kwargs, resolve=True)
     common = dict(
         tokenizer=tokenizer,
@@ -88,11 +104,32 @@ def total_training_steps(config: DictConfig, dataset_len: int) -> int:
     return max(1, dataset_len // config.data.train_batch_size) * config.trainer.total_epochs
 
 
-def run_ppo(config: DictConfig, callbacks: list | None = None) -> dict[str, Any]:
-    """Build everything from ``config`` and train; returns the controller's result (last validation, history).
+def build_dataset(config: DictConfig, files, tokenizer) -> RLHFDataset:
+    d = config.data
+    return RLHFDataset(
+        files, tokenizer, d.prompt_key, d.max_prompt_length, d.filter_overlong_prompts, d.truncation, d.return_raw_chat
+    )
 
-    ``callbacks`` are step callbacks (objects with ``on_advantages(trainer, batch, metrics)`` and
-    ``on_step_end(trainer, batch, metrics)``; returning False from the latter stops the run)."""
+
+def build_trainer(
+    config: DictConfig,
+    callbacks: list | None = None,
+    compute_score=None,
+    evaluators: dict[str, Any] | None = None,
+    reward_hooks: list | None = None,
+) -> RayPPOTrainer:
+    """Everything ``run_ppo`` builds, up to the controller (not trained yet): checks the config, writes it to the
+    run directory, loads the tokenizer, datasets, workers and reward functions.
+
+    ``callbacks``: step callbacks (:mod:`verl.engine.callbacks`); each one's ``configure(config)`` runs first, so it
+    may switch on what it needs (e.g. the reference policy). ``compute_score``: a reward function replacing
+    ``custom_reward_function``. ``evaluators``: ``{name: evaluator}`` run on every validation
+    (:mod:`verl.trainer.ppo.evaluators`). ``reward_hooks``: ``fn(reward_tensor) -> reward_tensor`` applied to the
+    training scores."""
+    callbacks = list(callbacks or [])
+    for cb in callbacks:
+        if hasattr(cb, "configure"):
+            cb.configure(config)
     check_config(config)
     set_seed(config.trainer.seed)
     out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
@@ -100,32 +137,27 @@ def run_ppo(config: DictConfig, callbacks: list | None = None) -> dict[str, Any]
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         f.write(OmegaConf.to_yaml(config))
     tokenizer = load_tokenizer(config.data.tokenizer or config.actor_rollout_ref.model.path)
-    d = config.data
-    train_ds = RLHFDataset(
-        d.train_files,
-        tokenizer,
-        d.prompt_key,
-        d.max_prompt_length,
-        d.filter_overlong_prompts,
-        d.truncation,
-        d.return_raw_chat,
-    )
-    val_ds = RLHFDataset(
-        d.val_files,
-        tokenizer,
-        d.prompt_key,
-        d.max_prompt_length,
-        d.filter_overlong_prompts,
-        d.truncation,
-        d.return_raw_chat,
-    )
+    train_ds = build_dataset(config, config.data.train_files, tokenizer)
+    val_ds = build_dataset(config, config.data.val_files, tokenizer)
     steps = total_training_steps(config, len(train_ds))
     workers = build_workers(config, steps)
-    reward_fn, val_reward_fn = build_reward_fns(config, tokenizer)
+    reward_fn, val_reward_fn = build_reward_fns(config, tokenizer, compute_score)
     trainer = RayPPOTrainer(config, tokenizer, workers, reward_fn, val_reward_fn, train_ds, val_ds, steps)
-    trainer.callbacks.extend(callbacks or [])
+    trainer.callbacks.extend(callbacks)
+    trainer.evaluators.update(evaluators or {})
+    trainer.reward_hooks.extend(reward_hooks or [])
+    return trainer
+
+
+def run_ppo(config: DictConfig, callbacks: list | None = None, **build_kwargs: Any) -> dict[str, Any]:
+    """Build everything from ``config`` and train; returns the controller's result (last validation, history).
+
+    ``callbacks`` are step callbacks (:class:`verl.engine.StepCallback`: ``on_rewards``, ``on_advantages``,
+    ``on_validation``, ``on_step_end``; returning False from the last stops the run). ``build_kwargs`` go to
+    :func:`build_trainer` (``compute_score``, ``evaluators``, ``reward_hooks``)."""
+    trainer = build_trainer(config, callbacks, **build_kwargs)
     result = trainer.fit()
-    result["prompts_filtered"] = train_ds.num_filtered
+    result["prompts_filtered"] = trainer.train_dataset.num_filtered
     result["trainer"] = trainer
     return result
 

@@ -35,7 +35,9 @@ def compute_data_metrics(batch: DataProto, use_critic: bool) -> dict[str, float]
     response_mask = b["response_mask"].bool()
     max_response_length = b["responses"].shape[-1]
     prompt_length = b["attention_mask"][:, :-max_response_length].sum(-1).float()
-    response_length = response_mask.sum(-1).float()
+    # Generated lengths come from the attention mask: a step callback may take tokens out of the loss (response_mask)
+    # without changing what was generated.
+    response_length = b["attention_mask"][:, -max_response_length:].sum(-1).float()
     metrics: dict[str, float] = {}
     metrics.update(_stats("critic/score", b["token_level_scores"].sum(-1)))
     metrics.update(_stats("critic/rewards", b["token_level_rewards"].sum(-1)))

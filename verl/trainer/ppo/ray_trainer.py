@@ -4,8 +4,11 @@ The class keeps verl's name (``RayPPOTrainer``) so ported scripts find it, but i
 calls worker-group methods (``generate_sequences``, ``compute_log_prob``, ``update_actor``, ...) on whatever backend
 built them. With the local backend they are in-process objects; with Ray they are actor groups.
 
-One step, as the papers draw it (``fit``):
-    generate -> reward -> old log-prob -> reference -> values -> advantages -> critic update -> actor update
+One step, as the papers draw it (``_step``; ``fit`` loops it, ``train_step`` runs one on given prompts):
+    generate -> reward -> old log-prob -> reference -> values -> rewards -> advantages -> critic update -> actor update
+
+Step callbacks (:mod:`verl.engine.callbacks`) run at ``on_rewards`` (before advantages), ``on_advantages`` (before
+the updates), ``on_validation`` and ``on_step_end``; evaluators add ``eval/<name>_*`` metrics to each validation.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from verl.engine.callbacks import apply_reward_hooks, run_callbacks
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.metric_utils import (
@@ -62,10 +66,13 @@ def compute_advantage(
     return data
 
 
-def apply_kl_penalty(data: DataProto, kl_ctrl, kl_penalty: str = "kl") -> tuple[DataProto, dict[str, float]]:
-    """token_level_rewards = token_level_scores - beta * KL(old || ref), beta from the (fixed or adaptive) controller."""
+def apply_kl_penalty(
+    data: DataProto, kl_ctrl, kl_penalty: str = "kl", reward_temp: float = 1.0
+) -> tuple[DataProto, dict[str, float]]:
+    """token_level_rewards = token_level_scores / reward_temp - beta * KL(old || ref), beta from the (fixed or
+    adaptive) controller."""
     rewards, metrics = core_algos.apply_kl_penalty(
-        data.batch["token_level_scores"],
+        data.batch["token_level_scores"] / reward_temp,
         data.batch["old_log_probs"],
         data.batch["ref_log_prob"],
         data.batch["response_mask"],
@@ -118,80 +125,128 @@ class RayPPOTrainer:
         )
         self.global_steps = 0
         self.callbacks: list = []  # step callbacks (see verl.engine); each sees the step's batch and metrics
+        self.evaluators: dict[str, Any] = {}  # name -> evaluator, run on every validation (eval/<name>_*)
+        self.reward_hooks: list = []  # fn(reward_tensor) -> reward_tensor, applied to training scores
+        self.stop_reason: str | None = None
+        self.history: dict[str, list] = defaultdict(list)
+        self.last_val: dict[str, float] = {}
+        self._logger: Tracking | None = None
+        self._resumed = False
 
     # ---------------------------------------------------------------- the loop
+    def init(self) -> None:
+        """Resume from the latest checkpoint (once) and open the loggers; ``fit`` and ``train_step`` call it."""
+        if not self._resumed:
+            self._load_checkpoint()
+            self._resumed = True
+        if self._logger is None:
+            cfg = self.config
+            self._logger = Tracking(
+                cfg.trainer.logger,
+                self._checkpoint_root(),
+                config=cfg,
+                console_keys=[
+                    "critic/score/mean",
+                    "val-core/acc",
+                    "actor/pg_loss",
+                    "actor/entropy",
+                    "response_length/mean",
+                    "timing_s/step",
+                ],
+                write=tqdm.write,
+            )
+
+    def close(self) -> None:
+        """Close the loggers (``init`` reopens them); the workers and the training state stay."""
+        if self._logger is not None:
+            self._logger.close()
+            self._logger = None
+
     def fit(self) -> dict[str, Any]:
         """Train until ``total_training_steps``; returns the last validation metrics and the metric history."""
-        cfg = self.config
-        out_dir = os.path.abspath(os.path.expanduser(cfg.trainer.default_local_dir))
-        logger = Tracking(
-            cfg.trainer.logger,
-            out_dir,
-            config=cfg,
-            console_keys=[
-                "critic/score/mean",
-                "val-core/acc",
-                "actor/pg_loss",
-                "actor/entropy",
-                "response_length/mean",
-                "timing_s/step",
-            ],
-            write=tqdm.write,
-        )
-        self._load_checkpoint()
-        history: dict[str, list] = defaultdict(list)
-        last_val: dict[str, float] = {}
-        if cfg.trainer.val_before_train and self.val_reward_fn is not None and self.global_steps == 0:
-            last_val = self._validate()
-            logger.log(last_val, step=0)
-            _append(history, last_val, 0)
+        self.init()
+        if self.config.trainer.val_before_train and self.val_reward_fn is not None and self.global_steps == 0:
+            self._log(self._run_validation(), step=0)
         if self.global_steps >= self.total_training_steps:
             print(
-                f"already at step {self.global_steps} of {self.total_training_steps} in {out_dir}: nothing to do "
-                "(raise trainer.total_training_steps, or trainer.resume_mode=disable to start over)"
+                f"already at step {self.global_steps} of {self.total_training_steps} in {self._checkpoint_root()}: "
+                "nothing to do (raise trainer.total_training_steps, or trainer.resume_mode=disable to start over)"
             )
         progress = tqdm(total=self.total_training_steps, initial=self.global_steps, desc="ppo", disable=None)
-        while self.global_steps < self.total_training_steps:
-            self.global_steps += 1
-            metrics, timing_raw = {}, {}
-            with marked_timer("step", timing_raw):
-                batch = self._rollout_batch(metrics, timing_raw)  # generate + reward (+ DAPO refill)
-                batch = self._train_on_batch(batch, metrics, timing_raw)
-                is_last = self.global_steps >= self.total_training_steps
-                test_freq = cfg.trainer.test_freq
-                if self.val_reward_fn is not None and test_freq > 0 and (is_last or self.global_steps % test_freq == 0):
-                    with marked_timer("testing", timing_raw):
-                        last_val = self._validate()
-                    metrics.update(last_val)
-                save_freq = cfg.trainer.save_freq
-                if save_freq > 0 and (is_last or self.global_steps % save_freq == 0):
-                    with marked_timer("save_checkpoint", timing_raw):
-                        self._save_checkpoint()
-            metrics.update(compute_data_metrics(batch, self.use_critic))
-            metrics.update(compute_timing_metrics(batch, timing_raw))
-            metrics.update(
-                compute_throughput_metrics(batch, timing_raw, cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes)
-            )
-            logger.log(metrics, step=self.global_steps)
-            _append(history, metrics, self.global_steps)
-            progress.update(1)
-            stops = [getattr(cb, "on_step_end", lambda *a: None)(self, batch, metrics) for cb in self.callbacks]
-            if any(s is False for s in stops):
-                break  # a callback asked to stop (e.g. early stopping)
-        progress.close()
-        logger.close()
-        return {"val": last_val, "history": dict(history), "global_steps": self.global_steps}
+        try:
+            while self.global_steps < self.total_training_steps:
+                self._step()
+                progress.update(1)
+                if self.stop_reason is not None:
+                    break  # a callback asked to stop (e.g. early stopping)
+        finally:  # also when a step raises: the loggers are flushed and closed, checkpoints on disk stay as they are
+            progress.close()
+            self.close()
+        return {"val": self.last_val, "history": dict(self.history), "global_steps": self.global_steps}
 
-    def _rollout_batch(self, metrics: dict, timing_raw: dict) -> DataProto:
+    def train_step(self, prompts: DataProto | None = None) -> dict[str, float]:
+        """One step of the same loop ``fit`` runs, on ``prompts`` (a batch of left-padded prompts with
+        ``input_ids``, ``attention_mask``, ``position_ids``) or, when None, on the next batch of the training data.
+        Validation and checkpoints happen at ``trainer.test_freq`` / ``save_freq`` as in ``fit``. Returns the step's
+        metrics (also logged and kept in ``history``)."""
+        self.init()
+        return self._step(prompts)
+
+    def _step(self, prompts: DataProto | None = None) -> dict[str, float]:
+        self.global_steps += 1
+        metrics, timing_raw = {}, {}
+        with marked_timer("step", timing_raw):
+            batch = self._rollout_batch(metrics, timing_raw, prompts)  # generate + reward (+ DAPO refill)
+            batch = self._train_on_batch(batch, metrics, timing_raw)  # log-probs, values, advantages, updates
+            self._maybe_validate(metrics, timing_raw)
+            self._maybe_save_checkpoint(timing_raw)
+        metrics.update(self._data_metrics(batch, timing_raw))
+        stops = run_callbacks(self.callbacks, "on_step_end", self, batch, metrics)
+        self._log(metrics, step=self.global_steps)
+        if any(s is False for s in stops) and self.stop_reason is None:
+            self.stop_reason = f"a step callback returned False at step {self.global_steps}"
+        return metrics
+
+    def _is_last_step(self) -> bool:
+        return self.global_steps == self.total_training_steps
+
+    def _maybe_validate(self, metrics: dict, timing_raw: dict) -> None:
+        test_freq = self.config.trainer.test_freq
+        if self.val_reward_fn is None or test_freq <= 0:
+            return
+        if self._is_last_step() or self.global_steps % test_freq == 0:
+            with marked_timer("testing", timing_raw):
+                metrics.update(self._run_validation())
+
+    def _maybe_save_checkpoint(self, timing_raw: dict) -> None:
+        save_freq = self.config.trainer.save_freq
+        if save_freq > 0 and (self._is_last_step() or self.global_steps % save_freq == 0):
+            with marked_timer("save_checkpoint", timing_raw):
+                self._save_checkpoint()
+
+    def _data_metrics(self, batch: DataProto, timing_raw: dict) -> dict[str, float]:
+        t = self.config.trainer
+        metrics = compute_data_metrics(batch, self.use_critic)
+        metrics.update(compute_timing_metrics(batch, timing_raw))
+        metrics.update(compute_throughput_metrics(batch, timing_raw, t.n_gpus_per_node * t.nnodes))
+        return metrics
+
+    def _log(self, metrics: dict[str, float], step: int) -> None:
+        if self._logger is not None:
+            self._logger.log(metrics, step=step)
+        _append(self.history, metrics, step)
+
+    def _rollout_batch(self, metrics: dict, timing_raw: dict, prompts: DataProto | None = None) -> DataProto:
         """Sample ``n`` responses per prompt and score them; with DAPO dynamic sampling, keep generating until the
-        batch holds ``train_batch_size`` prompt groups whose rewards are not all equal."""
+        batch holds ``train_batch_size`` prompt groups whose rewards are not all equal (given ``prompts``: one
+        generation round on them, keeping the groups that vary)."""
         cfg = self.config
         filter_cfg = cfg.algorithm.filter_groups
         kept: list[DataProto] = []
         num_groups, num_gen_batches = 0, 0
         while True:
             num_gen_batches += 1
-            batch = self.train_loader.next_batch()
+            batch = self.train_loader.next_batch() if prompts is None else _copy_prompts(prompts)
             batch.non_tensor_batch["uid"] = np.array(
                 [str(uuid.UUID(int=random.getrandbits(128))) for _ in range(len(batch))], dtype=object
             )
@@ -206,15 +261,13 @@ class RayPPOTrainer:
                     baseline_out = self.actor_rollout_wg.generate_sequences(greedy)
                     baseline_batch = batch.select(batch_keys=[], non_tensor_batch_keys=list(batch.non_tensor_batch))
                     baseline_batch = baseline_batch.union(baseline_out)
-                    baseline_scores, _ = compute_reward(baseline_batch, self.reward_fn)
+                    baseline_scores, _ = self._score(baseline_batch)
                     batch.batch["reward_baselines"] = baseline_scores.sum(-1)
             batch = batch.repeat(n, interleave=True)
             batch.pop(batch_keys=["input_ids", "attention_mask", "position_ids"])
             batch = batch.union(gen_output)
             with marked_timer("reward", timing_raw):
-                if self.use_rm:
-                    batch = batch.union(self.rm_wg.compute_rm_score(batch))
-                reward_tensor, extra = compute_reward(batch, self.reward_fn)
+                reward_tensor, extra = self._score(batch)
             batch.batch["token_level_scores"] = reward_tensor
             for k, v in extra.items():
                 batch.non_tensor_batch[k] = np.array(v, dtype=object)
@@ -226,8 +279,8 @@ class RayPPOTrainer:
             batch, kept_groups = _filter_groups(batch, filter_cfg.metric, n)
             kept.append(batch)
             num_groups += kept_groups
-            target = cfg.data.train_batch_size
-            limit = filter_cfg.max_num_gen_batches
+            target = cfg.data.train_batch_size if prompts is None else len(prompts)
+            limit = filter_cfg.max_num_gen_batches if prompts is None else 1
             if num_groups >= target or (limit > 0 and num_gen_batches >= limit):
                 merged = DataProto.concat([k for k in kept if len(k)])
                 metrics["train/num_gen_batches"] = num_gen_batches
@@ -238,6 +291,13 @@ class RayPPOTrainer:
                         "rewards were equal. Raise algorithm.filter_groups.max_num_gen_batches or disable it."
                     )
                 return merged[: target * n] if num_groups >= target else merged
+
+    def _score(self, batch: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
+        """Training scores: the reward model (if any), then the reward function, then the reward hooks."""
+        if self.use_rm:
+            batch = batch.union(self.rm_wg.compute_rm_score(batch))
+        reward_tensor, extra = compute_reward(batch, self.reward_fn)
+        return apply_reward_hooks(self.reward_hooks, reward_tensor), extra
 
     def _apply_overlong_penalty(self, batch: DataProto, metrics: dict) -> None:
         ob = self.config.reward_model.overlong_buffer
@@ -257,30 +317,20 @@ class RayPPOTrainer:
         batch.meta_info["global_steps"] = self.global_steps
         batch.meta_info["rollout_n"] = cfg.actor_rollout_ref.rollout.n
         with marked_timer("old_log_prob", timing_raw):
-            old = self.actor_rollout_wg.compute_log_prob(batch)
-            entropy = old.batch.pop("entropys")
-            metrics["actor/entropy"] = core_algos.agg_loss(
-                entropy, batch.batch["response_mask"].float(), cfg.actor_rollout_ref.actor.loss_agg_mode
-            ).item()
-            batch = batch.union(old)
+            batch = self._old_log_prob(batch, metrics)
         if self.use_reference_policy:
             with marked_timer("ref", timing_raw):
-                batch = batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
+                batch = self._ref_log_prob(batch)
         if self.use_critic:
             with marked_timer("values", timing_raw):
                 batch = batch.union(self.critic_wg.compute_values(batch))
         with marked_timer("adv", timing_raw):
-            if alg.use_kl_in_reward:
-                batch, kl_metrics = apply_kl_penalty(batch, self.kl_ctrl_in_reward, alg.kl_penalty)
-                metrics.update(kl_metrics)
-            else:
-                batch.batch["token_level_rewards"] = batch.batch["token_level_scores"]
+            batch = self._compute_rewards(batch, metrics)  # scores / reward_temp (- KL): token_level_rewards
+            run_callbacks(self.callbacks, "on_rewards", self, batch, metrics)
             batch = compute_advantage(
                 batch, alg.adv_estimator, alg.gamma, alg.lam, alg.norm_adv_by_std_in_grpo, config=alg
             )
-        for cb in self.callbacks:
-            if hasattr(cb, "on_advantages"):
-                cb.on_advantages(self, batch, metrics)
+        run_callbacks(self.callbacks, "on_advantages", self, batch, metrics)
         if self.use_critic:
             with marked_timer("update_critic", timing_raw):
                 out = self.critic_wg.update_critic(batch)
@@ -291,17 +341,55 @@ class RayPPOTrainer:
             metrics.update(reduce_metrics(out.meta_info["metrics"]))
         return batch
 
+    def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
+        old = self.actor_rollout_wg.compute_log_prob(batch)
+        entropy = old.batch.pop("entropys")
+        metrics["actor/entropy"] = core_algos.agg_loss(
+            entropy, batch.batch["response_mask"].float(), self.config.actor_rollout_ref.actor.loss_agg_mode
+        ).item()
+        return batch.union(old)
+
+    def _ref_log_prob(self, batch: DataProto) -> DataProto:
+        """``ref_log_prob`` and, for callbacks, ``token_level_kl``: the ``algorithm.kl_penalty`` estimate per token."""
+        batch = batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
+        b = batch.batch
+        kind = self.config.algorithm.kl_penalty.rstrip("+")
+        kl = core_algos.kl_penalty(b["old_log_probs"], b["ref_log_prob"], kind).detach()
+        b["token_level_kl"] = kl * b["response_mask"].to(kl.dtype)
+        return batch
+
+    def _compute_rewards(self, batch: DataProto, metrics: dict) -> DataProto:
+        """token_level_rewards = token_level_scores / algorithm.reward_temp, minus the KL penalty when it is in the
+        reward. ``token_level_scores`` (and the ``critic/score/*`` metrics) stay the raw scores."""
+        alg = self.config.algorithm
+        temp = float(alg.get("reward_temp", 1.0))
+        if alg.use_kl_in_reward:
+            batch, kl_metrics = apply_kl_penalty(batch, self.kl_ctrl_in_reward, alg.kl_penalty, temp)
+            metrics.update(kl_metrics)
+        else:
+            batch.batch["token_level_rewards"] = batch.batch["token_level_scores"] / temp
+        return batch
+
     # ---------------------------------------------------------------- validation
+    def _run_validation(self) -> dict[str, float]:
+        """``_validate``, then the ``on_validation`` callbacks; remembers the result as ``last_val``."""
+        metrics = self._validate()
+        run_callbacks(self.callbacks, "on_validation", self, metrics)
+        self.last_val = metrics
+        return metrics
+
     def _validate(self) -> dict[str, float]:
         """Greedy (``rollout.val_kwargs``) responses to every validation prompt, scored by ``val_reward_fn``.
 
         Metrics: ``val-core/<data_source>/reward/mean@1``, ``val-core/<data_source>/acc/mean@1`` (share of full
-        scores) and ``val-core/acc`` over all sources.
+        scores), ``val-core/acc`` over all sources, ``eval/reward_mean`` and ``eval/reward_std`` (mean and
+        population std of the sequence scores), and each evaluator's ``eval/<name>_*``. Reward hooks and
+        ``reward_temp`` do not apply here: these are the task's raw scores.
         """
         cfg = self.config
         items = [self.val_dataset[i] for i in range(len(self.val_dataset))]
         bsz = cfg.data.val_batch_size or len(items)
-        scores, sources = [], []
+        scores, sources, outputs = [], [], []
         for start in range(0, len(items), bsz):
             batch = collate_prompts(items[start : start + bsz], self.tokenizer.pad_token_id)
             gen = batch.select(batch_keys=["input_ids", "attention_mask", "position_ids"])
@@ -312,6 +400,8 @@ class RayPPOTrainer:
             if self.use_rm:
                 batch = batch.union(self.rm_wg.compute_rm_score(batch))
             reward_tensor, _ = compute_reward(batch, self.val_reward_fn)
+            batch.batch["token_level_scores"] = reward_tensor
+            outputs.append(batch)
             scores.extend(reward_tensor.sum(-1).tolist())
             sources.extend(batch.non_tensor_batch["data_source"].tolist())
         by_source: dict[str, list[float]] = defaultdict(list)
@@ -323,6 +413,14 @@ class RayPPOTrainer:
             metrics[f"val-core/{src}/acc/mean@1"] = float(np.mean([v >= 1.0 for v in vals]))
         metrics["val-core/acc"] = float(np.mean([s >= 1.0 for s in scores]))
         metrics["val-core/reward"] = float(np.mean(scores))
+        metrics["eval/reward_mean"] = float(np.mean(scores))
+        metrics["eval/reward_std"] = float(np.std(scores))
+        if self.evaluators:
+            from verl.trainer.ppo.evaluators import run_evaluators
+
+            metrics.update(
+                run_evaluators(self.evaluators, self, concat_left_padded(outputs, self.tokenizer.pad_token_id))
+            )
         return metrics
 
     # ---------------------------------------------------------------- checkpoints
@@ -433,6 +531,40 @@ def _filter_groups(batch: DataProto, metric: str, n: int) -> tuple[DataProto, in
     keep_uids = {u for u, vs in by_uid.items() if np.std(vs) > 0 or len(vs) == 1}
     mask = np.array([u in keep_uids for u in batch.non_tensor_batch["uid"]])
     return batch[torch.from_numpy(mask)], len(keep_uids)
+
+
+def _copy_prompts(prompts: DataProto) -> DataProto:
+    """A shallow copy (new dicts, shared tensors) of a caller's prompt batch, so the step's in-place edits (uid,
+    popped keys) never reach it."""
+    return DataProto(
+        batch=dict(prompts.batch or {}),
+        non_tensor_batch=dict(prompts.non_tensor_batch),
+        meta_info=dict(prompts.meta_info),
+    )
+
+
+PROMPT_SIDE_KEYS = ("prompts", "input_ids", "attention_mask", "position_ids")
+
+
+def concat_left_padded(batches: list[DataProto], pad_token_id: int) -> DataProto:
+    """Concatenate generation outputs whose prompt widths differ: the prompt side of ``prompts``, ``input_ids``,
+    ``attention_mask`` and ``position_ids`` is left-padded to the widest (pad id, mask 0, position 0)."""
+    if len(batches) == 1:
+        return batches[0]
+    widths = [b.batch["prompts"].shape[1] for b in batches]
+    width = max(widths)
+    padded = []
+    for b, w in zip(batches, widths):
+        if w < width:
+            b = DataProto(batch=dict(b.batch), non_tensor_batch=dict(b.non_tensor_batch), meta_info=dict(b.meta_info))
+            for key in PROMPT_SIDE_KEYS:
+                if key in b.batch:
+                    t = b.batch[key]
+                    fill = pad_token_id if key in ("prompts", "input_ids") else 0
+                    pad = torch.full((t.shape[0], width - w), fill, dtype=t.dtype)
+                    b.batch[key] = torch.cat([pad, t], dim=1)
+        padded.append(b)
+    return DataProto.concat(padded)
 
 
 def _append(history: dict[str, list], metrics: dict[str, float], step: int) -> None:

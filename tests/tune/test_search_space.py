@@ -1,0 +1,179 @@
+"""Search-space files, objectives, samplers/pruners and resume bookkeeping (no trainer runs: fast)."""
+
+from __future__ import annotations
+
+import os
+
+import optuna
+import pytest
+
+from verl.tune import SearchSpaceError, load_search_space
+from verl.tune.runner import TrialRun, aggregate
+from verl.tune.search_space import check_against_config, format_override
+from verl.tune.study import EarlyStop, Objective, _Watch, make_pruner, make_sampler, recover_stale_trials
+from verl.utils.config import load_config
+
+
+def write(tmp_path, text: str) -> str:
+    p = tmp_path / "space.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_every_distribution_type(tmp_path):
+    space = load_search_space(
+        write(
+            tmp_path,
+            """
+params:
+  actor_rollout_ref.actor.optim.lr: {type: loguniform, low: 1e-5, high: 1e-3}
+  algorithm.kl_ctrl.kl_coef: {type: float, low: 0.01, high: 0.2}
+  algorithm.lam: {type: float, low: 0.9, high: 1.0, step: 0.05}
+  actor_rollout_ref.rollout.n: {type: int, low: 4, high: 8, step: 2}
+  data.train_batch_size: [16, 32]
+  algorithm.adv_estimator: {type: categorical, choices: [grpo, rloo]}
+fixed:
+  algorithm.use_kl_in_reward: true
+""",
+        )
+    )
+    p = space.params
+    assert p["actor_rollout_ref.actor.optim.lr"].log and p["actor_rollout_ref.actor.optim.lr"].low == 1e-5
+    assert p["actor_rollout_ref.rollout.n"].type == "int" and p["actor_rollout_ref.rollout.n"].grid_values() == [
+        4,
+        6,
+        8,
+    ]
+    assert p["data.train_batch_size"].choices == [16, 32]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    trial = study.ask()
+    values = space.suggest(trial)
+    assert 1e-5 <= values["actor_rollout_ref.actor.optim.lr"] <= 1e-3
+    assert values["actor_rollout_ref.rollout.n"] in (4, 6, 8)
+    overrides = space.overrides(values)
+    assert "algorithm.use_kl_in_reward=true" in overrides
+    cfg = load_config("ppo_trainer", overrides)  # every override is a valid config value of the right type
+    assert cfg.actor_rollout_ref.actor.optim.lr == pytest.approx(values["actor_rollout_ref.actor.optim.lr"])
+    grid = make_sampler(
+        "grid", 0, space.without({"actor_rollout_ref.actor.optim.lr", "algorithm.kl_ctrl.kl_coef"}), False, 4
+    )
+    assert isinstance(grid, optuna.samplers.GridSampler)
+    with pytest.raises(SearchSpaceError, match="actor_rollout_ref.actor.optim.lr.*grid"):
+        make_sampler("grid", 0, space, False, 4)
+    assert format_override("x.lr", 1e-05) == "x.lr=1.0e-05"
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("params:\n  a.b: {type: float, low: 1}\n", r"'a.b' \(line 2\).*needs `low` and `high`"),
+        ("params:\n  a.b: {type: gaussian, low: 0, high: 1}\n", "'a.b'.*unknown type 'gaussian'"),
+        ("params:\n  a.b: {type: float, low: 0, high: 1, log: true}\n", "'a.b'.*log-scale range needs low > 0"),
+        ("params:\n  a.b: {type: int, low: 0.5, high: 3}\n", "'a.b'.*integer `low`"),
+        ("params:\n  a.b: {type: float, low: 2, high: 1}\n", "'a.b'.*above high"),
+        ("params:\n  a.b: {type: categorical, choices: []}\n", "'a.b'.*non-empty `choices"),
+        ("params:\n  a.b: {type: float, lo: 0, high: 1}\n", r"'a.b'.*unknown field\(s\) \['lo'\]"),
+        ("parameters:\n  a.b: [1, 2]\n", "unknown top-level key"),
+        ("params: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_files_name_the_key_and_line(tmp_path, text, match):
+    with pytest.raises(SearchSpaceError, match=match):
+        load_search_space(write(tmp_path, text))
+
+
+def test_unknown_config_key_names_closest(tmp_path):
+    space = load_search_space(
+        write(tmp_path, "params:\n  actor_rollout_ref.actor.optim.lrr: {low: 1e-4, high: 1e-3}\n")
+    )
+    with pytest.raises(SearchSpaceError, match="Did you mean 'actor_rollout_ref.actor.optim.lr'"):
+        check_against_config(space, [])
+
+
+def test_default_space_matches_example_and_config(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    with open(os.path.join(root, "examples", "tune", "search_space.yaml")) as f:
+        assert load_search_space(f.name).params.keys() == load_search_space(None).params.keys()
+    space = load_search_space(None)
+    assert set(space.params) == {
+        "algorithm.kl_ctrl.kl_coef",
+        "algorithm.gamma",
+        "data.train_batch_size",
+        "actor_rollout_ref.actor.optim.lr",
+        "algorithm.reward_temp",
+    }
+    kept, notes = check_against_config(space, [], drop_unknown=True)
+    assert "algorithm.gamma" not in kept.params and any("inert" in n for n in notes)  # grpo ignores gamma
+    kept, _ = check_against_config(space, ["algorithm.adv_estimator=reinforce_plus_plus"], drop_unknown=True)
+    assert "algorithm.gamma" in kept.params
+
+
+def test_objective_aggregation_and_weights():
+    run = TrialRun(
+        0,
+        None,
+        [
+            {"step": 0, "val-core/acc": 0.9},
+            {"step": 1, "val-core/acc": 0.2, "response_length/mean": 10.0},
+            {"step": 2, "val-core/acc": 0.4, "response_length/mean": 6.0},
+            {"step": 3, "val-core/acc": 0.3, "response_length/mean": 8.0},
+        ],
+    )
+    assert Objective(aggregation="last").values(run) == [0.3]
+    assert Objective(aggregation="best").values(run) == [0.4]  # step 0 (before training) left out
+    assert Objective(aggregation="mean2").values(run) == [pytest.approx(0.35)]
+    o = Objective.parse(["val-core/acc:max", "response_length/mean:min"], weights=[1.0, 0.1])
+    assert not o.multi and o.study_directions == ["maximize"]
+    assert o.values(run) == [pytest.approx(0.3 - 0.8)]
+    mo = Objective.parse(["val-core/acc", "response_length/mean:min"])
+    assert mo.multi and mo.study_directions == ["maximize", "minimize"]
+    with pytest.raises(Exception, match="never logged"):
+        Objective(["val-core/accc"]).values(run)
+    nan = TrialRun(0, None, [{"step": 1, "val-core/acc": None}])
+    with pytest.raises(Exception, match="NaN"):
+        Objective().values(nan)
+    assert aggregate([(0, 1.0)], "last") == 1.0
+
+
+def test_early_stop_and_pruner_watch():
+    study = optuna.create_study(direction="maximize", pruner=make_pruner("threshold:0.5", 10))
+    w = _Watch(study.ask(), Objective(), EarlyStop.parse("eval/reward_std<0.05:3"))
+    assert w({"step": 0, "val-core/acc": 0.1}) is None  # step 0 is not reported
+    assert w({"step": 1, "val-core/acc": 0.6, "eval/reward_std": 0.01}) is None
+    assert w({"step": 2, "val-core/acc": 0.7, "eval/reward_std": 0.01}) is None
+    assert w({"step": 3, "val-core/acc": 0.7, "eval/reward_std": 0.01}) == "stop"
+    w = _Watch(study.ask(), Objective(), None)
+    assert w({"step": 1, "val-core/acc": 0.4}) == "prune" and w.pruned_at == 1
+    w = _Watch(optuna.create_study(direction="maximize").ask(), Objective(), EarlyStop.parse("plateau:2"))
+    assert [w({"step": s, "val-core/acc": v}) for s, v in [(1, 0.5), (2, 0.5), (3, 0.4)]] == [None, None, "stop"]
+    for spec in ("median", "hyperband", "none", "percentile:30"):
+        make_pruner(spec, 20)
+    for name in ("tpe", "random", "cmaes", "nsga2"):
+        make_sampler(name, 0, load_search_space(None), False, 6)
+    with pytest.raises(ValueError, match="unknown sampler"):
+        make_sampler("bayes", 0, load_search_space(None), False, 6)
+
+
+def test_stale_running_trial_is_failed_and_requeued(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from verl.tune.study import HOST, PID, _counts
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db", study_name="s", direction="maximize")
+    t = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
+    study._storage.set_trial_system_attr(t._trial_id, HOST, socket.gethostname())
+    study._storage.set_trial_system_attr(t._trial_id, PID, dead.pid)
+    other = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})  # a live tuner elsewhere, fresh heartbeat
+    study._storage.set_trial_system_attr(other._trial_id, HOST, "another-machine")
+    assert recover_stale_trials(study, grace_period=60) == [t.number]
+    frozen = study.trials
+    assert frozen[t.number].state.name == "FAIL" and "interrupted" in frozen[t.number].user_attrs["fail_reason"]
+    assert frozen[other.number].state.name == "RUNNING"
+    waiting = [x for x in frozen if x.state.name == "WAITING"]
+    assert len(waiting) == 1 and waiting[0].user_attrs["retry_of"] == t.number
+    assert recover_stale_trials(study, grace_period=60) == []  # only once
+    assert _counts(study)["waiting"] == 1 and _counts(study)["running"] == 1
