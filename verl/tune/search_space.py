@@ -1,9 +1,9 @@
 """Search spaces: a YAML file mapping config paths to distributions, turned into ``key=value`` overrides per trial.
 
     params:
-      actor_rollout_ref.actor.optim.lr: {type: float, low: 3.0e-5, high: 1.0e-3, log: true}
+      actor_rollout_ref.actor.optim.lr: {type: float, low: 1.0e-4, high: 1.0e-3, log: true}
       algorithm.kl_ctrl.kl_coef:        {type: float, low: 0.01, high: 0.2}
-      data.train_batch_size:            {type: categorical, choices: [16, 32, 64]}
+      data.train_batch_size:            {type: categorical, choices: [32, 64]}
       actor_rollout_ref.rollout.n:      {type: int, low: 4, high: 16, step: 4}
     fixed:                              # set in every trial, never searched
       algorithm.use_kl_in_reward: true
@@ -43,10 +43,10 @@ params:
     high: 0.999
   data.train_batch_size:                      # article num_rollout_steps [16, 128]: prompts per rollout
     type: categorical
-    choices: [16, 32, 64]                     # multiples of ppo_mini_batch_size (16 by default)
+    choices: [32, 64]                     # multiples of ppo_mini_batch_size (16 by default)
   actor_rollout_ref.actor.optim.lr:           # article actor_lr [1e-6, 5e-5], moved up for the tiny model
     type: float
-    low: 3.0e-5
+    low: 1.0e-4
     high: 1.0e-3
     log: true
   algorithm.reward_temp:                      # article reward_temp [0.5, 2.0]: rewards are divided by it
