@@ -11,7 +11,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from verl.utils.config import ConfigError, load_config
+from verl.utils.cli import run_cli
+from verl.utils.config import load_config
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.evaluation import evaluate_greedy_accuracy
 from verl.utils.model import load_causal_lm, load_tokenizer
@@ -59,7 +60,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    run_cli(main)

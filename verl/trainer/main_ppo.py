@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, uses_critic, uses_reference_policy
+from verl.utils.cli import run_cli
 from verl.utils.config import ConfigError, load_config
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.model import load_tokenizer
@@ -176,7 +177,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    run_cli(main)

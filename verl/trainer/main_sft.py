@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from verl.utils.checkpoint import save_hf_checkpoint
+from verl.utils.cli import run_cli
 from verl.utils.config import ConfigError, load_config
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
@@ -185,7 +186,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ConfigError, FileNotFoundError, KeyError, ValueError) as e:
-        sys.exit(f"error: {e}")
+    run_cli(main)
