@@ -50,6 +50,7 @@ def main() -> None:
     p.add_argument("--n-trials", type=int, default=6)
     p.add_argument("--out", default="outputs/tune-acceptance")
     p.add_argument("--recheck", action="store_true")
+    p.add_argument("--search-space", default=None, help="a search-space YAML (default: the built-in article space)")
     args = p.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     budget = [
@@ -73,6 +74,7 @@ def main() -> None:
             os.path.join(args.out, "study"),
             "--trial-timeout",
             "300",
+            *(["--search-space", args.search_space] if args.search_space else []),
             *budget,
         ],
         check=True,

@@ -177,3 +177,16 @@ def test_stale_running_trial_is_failed_and_requeued(tmp_path):
     assert len(waiting) == 1 and waiting[0].user_attrs["retry_of"] == t.number
     assert recover_stale_trials(study, grace_period=60) == []  # only once
     assert _counts(study)["waiting"] == 1 and _counts(study)["running"] == 1
+
+
+def test_every_example_search_space_parses_against_the_ppo_schema():
+    import glob
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    files = sorted(glob.glob(os.path.join(root, "examples", "tune", "*space*.yaml")))
+    assert len(files) >= 2
+    for path in files:
+        space = load_search_space(path)
+        assert space.params, path
+        checked, _ = check_against_config(space, [])
+        assert checked.params, path
