@@ -22,8 +22,6 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from verl.protocol import DataProto
 
 
@@ -128,15 +126,14 @@ class DataLoader:
         self.epoch = 0
 
     def __len__(self) -> int:
-        n = len(self.items)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        from verl.utils.dataset.rl_dataset import num_batches
+
+        return num_batches(len(self.items), self.batch_size, self.drop_last)
 
     def __iter__(self) -> Iterator[DataProto]:
-        from verl.utils.dataset.rl_dataset import collate_prompts
+        from verl.utils.dataset.rl_dataset import collate_prompts, epoch_order
 
-        order = np.arange(len(self.items))
-        if self.shuffle:
-            order = np.random.default_rng(self.seed + self.epoch).permutation(len(self.items))
+        order = epoch_order(len(self.items), self.shuffle, self.seed, self.epoch)
         self.epoch += 1
         for b in range(len(self)):
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]

@@ -90,6 +90,16 @@ def collate_prompts(items: Sequence[dict[str, Any]], pad_token_id: int) -> DataP
     )
 
 
+def epoch_order(n: int, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
+    """The row order of one epoch: file order, or a permutation drawn from ``seed + epoch`` (so a resumed run, or a
+    second loader with the same seed, sees exactly the same batches)."""
+    return np.random.default_rng(seed + epoch).permutation(n) if shuffle else np.arange(n)
+
+
+def num_batches(n: int, batch_size: int, drop_last: bool) -> int:
+    return n // batch_size if drop_last else -(-n // batch_size)
+
+
 class PromptLoader:
     """Shuffled batches of prompts with a resumable position: ``state_dict()`` / ``load_state_dict()``.
 
@@ -113,19 +123,13 @@ class PromptLoader:
         self.epoch, self.batch_idx = 0, 0
 
     def __len__(self) -> int:
-        n = len(self.dataset)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def _order(self, epoch: int) -> np.ndarray:
-        if not self.shuffle:
-            return np.arange(len(self.dataset))
-        return np.random.default_rng(self.seed + epoch).permutation(len(self.dataset))
+        return num_batches(len(self.dataset), self.batch_size, self.drop_last)
 
     def next_batch(self) -> DataProto:
         """The next batch, moving to the next epoch when this one is used up."""
         if self.batch_idx >= len(self):
             self.epoch, self.batch_idx = self.epoch + 1, 0
-        order = self._order(self.epoch)
+        order = epoch_order(len(self.dataset), self.shuffle, self.seed, self.epoch)
         idx = order[self.batch_idx * self.batch_size : (self.batch_idx + 1) * self.batch_size]
         self.batch_idx += 1
         return collate_prompts([self.dataset[int(i)] for i in idx], self.pad_token_id)
