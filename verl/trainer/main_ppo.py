@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl.single_controller.ray.base import WorkerGroupError
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, uses_critic, uses_reference_policy
 from verl.utils.cli import run_cli
 from verl.utils.config import ConfigError, load_config
@@ -58,8 +59,22 @@ def check_config(config: DictConfig) -> None:
             f"trainer.nnodes={config.trainer.nnodes} x trainer.n_gpus_per_node={config.trainer.n_gpus_per_node}: the "
             "local backend runs one process; use 1 (multi-process training comes with trainer.backend=ray)"
         )
-    if config.trainer.backend != "local":
-        raise ConfigError(f"trainer.backend={config.trainer.backend!r}: only 'local' is available in this version")
+    t = config.trainer
+    if t.backend not in ("local", "ray"):
+        raise ConfigError(f"trainer.backend={t.backend!r}: use local (one process) or ray (worker groups, FSDP2)")
+    if t.device not in ("cpu", "cuda"):
+        raise ConfigError(f"trainer.device={t.device!r}: use cpu or cuda")
+    if t.backend == "ray":
+        world = t.nnodes * t.n_gpus_per_node
+        for key, rows in (
+            ("data.train_batch_size", d.train_batch_size * n),
+            ("actor_rollout_ref.actor.ppo_mini_batch_size", a.ppo_mini_batch_size * n),
+        ):
+            if rows % world:
+                raise ConfigError(
+                    f"{key} x rollout.n = {rows} responses must split evenly over trainer.nnodes x "
+                    f"trainer.n_gpus_per_node = {world} data-parallel workers"
+                )
 
 
 def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
@@ -80,7 +95,12 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
     return NaiveRewardManager(num_examine=0, **common), NaiveRewardManager(num_examine=0, **common)
 
 
-def build_workers(config: DictConfig, total_steps: int) -> dict[str, Any]:
+def build_workers(config: DictConfig, total_steps: int, tokenizer=None) -> tuple[dict[str, Any], Any]:
+    """The role workers of ``trainer.backend`` and the backend handle (None for local; Ray: shutdown, overhead)."""
+    if config.trainer.backend == "ray":
+        from verl.trainer.ppo.ray_backend import build_ray_workers
+
+        return build_ray_workers(config, total_steps, tokenizer)
     from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
 
     seed = config.trainer.seed
@@ -96,7 +116,7 @@ def build_workers(config: DictConfig, total_steps: int) -> dict[str, Any]:
         rm = RewardModelWorker(config.reward_model, workers["actor_rollout"].tokenizer)
         rm.init_model()
         workers["rm"] = rm
-    return workers
+    return workers, None
 
 
 def total_training_steps(config: DictConfig, dataset_len: int) -> int:
@@ -141,9 +161,11 @@ def build_trainer(
     train_ds = build_dataset(config, config.data.train_files, tokenizer)
     val_ds = build_dataset(config, config.data.val_files, tokenizer)
     steps = total_training_steps(config, len(train_ds))
-    workers = build_workers(config, steps)
+    workers, backend = build_workers(config, steps, tokenizer)
     reward_fn, val_reward_fn = build_reward_fns(config, tokenizer, compute_score)
-    trainer = RayPPOTrainer(config, tokenizer, workers, reward_fn, val_reward_fn, train_ds, val_ds, steps)
+    trainer = RayPPOTrainer(
+        config, tokenizer, workers, reward_fn, val_reward_fn, train_ds, val_ds, steps, backend=backend
+    )
     trainer.callbacks.extend(callbacks)
     trainer.evaluators.update(evaluators or {})
     trainer.reward_hooks.extend(reward_hooks or [])
@@ -157,7 +179,12 @@ def run_ppo(config: DictConfig, callbacks: list | None = None, **build_kwargs: A
     ``on_validation``, ``on_step_end``; returning False from the last stops the run). ``build_kwargs`` go to
     :func:`build_trainer` (``compute_score``, ``evaluators``, ``reward_hooks``)."""
     trainer = build_trainer(config, callbacks, **build_kwargs)
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except WorkerGroupError as e:
+        raise WorkerGroupError(f"{e}. {trainer.resume_hint()}") from e
+    finally:
+        trainer.shutdown()
     result["prompts_filtered"] = trainer.train_dataset.num_filtered
     result["trainer"] = trainer
     return result
@@ -177,4 +204,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, extra_errors=(WorkerGroupError, ImportError))

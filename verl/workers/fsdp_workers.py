@@ -1,23 +1,27 @@
 """Role workers: what the controller calls. One class per role group, as in verl.
 
-- ``ActorRolloutRefWorker``: the actor, its rollout (the hybrid engine: the sampler uses the actor's module in
-  place, so generation always sees the latest weights with no copy) and optionally the frozen reference policy.
+- ``ActorRolloutRefWorker``: the actor, its rollout (the hybrid engine) and optionally the frozen reference policy.
 - ``CriticWorker``: the value model.
 - ``RewardModelWorker``: a sequence-classification reward model.
 
-In the local backend each worker is one in-process object holding whole models. The Ray backend runs the same
-classes as Ray actors, sharding the models with FSDP2 across processes.
+The same classes serve both backends. Local backend: one in-process object per role holding whole models; the
+rollout samples with the actor's module in place. Ray backend: one object per rank in each worker process, a
+process group up (gloo on CPU, NCCL on GPU); the actor, critic and reference are sharded with FSDP2, and before each
+generation the rollout's replica receives the actor's full weights (the reshard from training to generation layout)
+and frees them afterwards. ``@register`` says how a worker group spreads each call over the ranks.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import time
 
 import torch
 
 from verl.protocol import DataProto
+from verl.single_controller.base import Dispatch, Worker, register
 from verl.utils.checkpoint import save_hf_checkpoint
+from verl.utils.fsdp_utils import apply_fsdp2, full_state_dict, load_dcp, local_state_bytes, save_dcp
 from verl.utils.model import load_causal_lm, load_tokenizer, resolve_model_path
 from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
@@ -42,14 +46,37 @@ def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
     )
 
 
-def _save_optim(path: str, optimizer, scheduler, extra: dict[str, Any] | None = None) -> None:
-    torch.save(
-        {"optimizer": optimizer.state_dict(), "lr_scheduler": scheduler.state_dict(), **(extra or {})},
-        os.path.join(path, "optim.pt"),
-    )
+def _fsdp_config(cfg) -> dict:
+    return dict(cfg.get("fsdp_config") or {})
 
 
-class ActorRolloutRefWorker:
+def _set_params(module: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> None:
+    """Point ``module``'s parameters at ``state``'s tensors (None: at empty tensors, freeing the memory). Tied
+    parameters are one object, so they stay tied."""
+    for name, p in module.named_parameters():
+        p.data = state[name].to(p.dtype) if state is not None else torch.empty(0, dtype=p.dtype, device=p.device)
+
+
+def _save_role_checkpoint(worker: Worker, path: str, module, optimizer, hf_module_fn, tokenizer, extra: dict) -> None:
+    """``path/{dcp,huggingface,extra_state.pt}`` (see verl.utils.fsdp_utils); every rank calls it."""
+    os.makedirs(path, exist_ok=True)
+    save_dcp(os.path.join(path, "dcp"), module, optimizer)
+    hf_module = hf_module_fn()  # collective in the Ray backend: every rank gathers, rank 0 writes
+    if worker.rank == 0:
+        save_hf_checkpoint(hf_module, tokenizer, os.path.join(path, "huggingface"))
+        torch.save(extra, os.path.join(path, "extra_state.pt"))
+    if worker.distributed:
+        torch.distributed.barrier()
+
+
+def _load_extra(path: str) -> dict:
+    extra = os.path.join(path, "extra_state.pt")
+    if not os.path.isfile(extra):
+        raise FileNotFoundError(f"{extra}: missing; a checkpoint directory holds dcp/, huggingface/, extra_state.pt")
+    return torch.load(extra, weights_only=False)
+
+
+class ActorRolloutRefWorker(Worker):
     """``role``: ``actor_rollout``, ``actor_rollout_ref`` or ``ref``."""
 
     def __init__(self, config, role: str = "actor_rollout", total_training_steps: int = 1, seed: int = 0):
@@ -60,6 +87,7 @@ class ActorRolloutRefWorker:
         self.total_training_steps = max(1, total_training_steps)
         self.seed = seed
 
+    @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path)
@@ -67,12 +95,19 @@ class ActorRolloutRefWorker:
             self.actor_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype)
             if cfg.model.enable_gradient_checkpointing:
                 self.actor_module.gradient_checkpointing_enable()
+            if self.distributed:
+                apply_fsdp2(self.actor_module, _fsdp_config(cfg.actor), self.device)
+                # the rollout's own full-weight module: filled from the shards before each generation, then freed
+                self.rollout_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype).to(self.device)
+                _set_params(self.rollout_module, None)
+            else:
+                self.rollout_module = self.actor_module  # hybrid engine in one process: the same weights in place
             self.actor_optimizer, self.actor_lr_scheduler = build_optimizer(
                 self.actor_module, cfg.actor.optim, self.total_training_steps
             )
             self.actor = DataParallelPPOActor(cfg.actor, self.actor_module, self.actor_optimizer)
             self.rollout = HFRollout(
-                self.actor_module,
+                self.rollout_module,
                 cfg.rollout,
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self.tokenizer.eos_token_id,
@@ -81,13 +116,34 @@ class ActorRolloutRefWorker:
         if self._is_ref:
             self.ref_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype)
             self.ref_module.requires_grad_(False)
+            if self.distributed:
+                apply_fsdp2(self.ref_module, _fsdp_config(cfg.ref), self.device)
             self.ref_policy = DataParallelPPOActor(cfg.actor, self.ref_module)
 
+    def _gather_rollout_weights(self) -> None:
+        if self.rollout_module is not self.actor_module:
+            _set_params(self.rollout_module, full_state_dict(self.actor_module))
+
+    def _free_rollout_weights(self) -> None:
+        if self.rollout_module is not self.actor_module:
+            _set_params(self.rollout_module, None)
+
+    @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         prompts.meta_info.setdefault("eos_token_id", self.tokenizer.eos_token_id)
         prompts.meta_info.setdefault("pad_token_id", self.tokenizer.pad_token_id)
-        return self.rollout.generate_sequences(prompts)
+        t = time.perf_counter()
+        self._gather_rollout_weights()
+        reshard_s = time.perf_counter() - t
+        try:
+            out = self.rollout.generate_sequences(prompts)
+        finally:
+            self._free_rollout_weights()
+        if self.distributed:
+            out.meta_info["timing"] = {"reshard": reshard_s}
+        return out
 
+    @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.rollout.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
@@ -96,45 +152,70 @@ class ActorRolloutRefWorker:
             {"old_log_probs": log_probs, "entropys": entropys}, meta_info={"temperature": data.meta_info["temperature"]}
         )
 
+    @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.ref.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
         log_probs, _ = self.ref_policy.compute_log_prob(data)
         return DataProto.from_dict({"ref_log_prob": log_probs})
 
+    @register(Dispatch.DP_COMPUTE_PROTO)
     def update_actor(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
         metrics = self.actor.update_policy(data)
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
+        mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
+        metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
+        metrics["perf/actor_optim_state_mb"] = mem["optim_bytes"] / 2**20
         self.actor_lr_scheduler.step()
         return DataProto(meta_info={"metrics": metrics})
 
+    @register(Dispatch.ONE_TO_ALL)
+    def memory_stats(self) -> dict[str, int]:
+        """This rank's parameter and optimizer-state bytes of the actor (its shards only)."""
+        return local_state_bytes(self.actor_module, self.actor_optimizer)
+
+    def _full_actor_module(self) -> torch.nn.Module:
+        if self.rollout_module is self.actor_module:
+            return self.actor_module
+        self._gather_rollout_weights()
+        return self.rollout_module
+
+    @register(Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, local_path: str) -> None:
-        """``local_path/huggingface`` (a plain HF directory) + ``optim.pt`` (optimizer, LR schedule, sampler RNG)."""
-        os.makedirs(local_path, exist_ok=True)
-        save_hf_checkpoint(self.actor_module, self.tokenizer, os.path.join(local_path, "huggingface"))
-        _save_optim(
-            local_path, self.actor_optimizer, self.actor_lr_scheduler, {"rollout_rng": self.rollout.get_rng_state()}
-        )
+        """``local_path/{dcp, huggingface, extra_state.pt}``: sharded model + optimizer, full HF weights, LR
+        schedule and sampler state."""
+        extra = {"lr_scheduler": self.actor_lr_scheduler.state_dict(), "rollout_rng": self.rollout.get_rng_state()}
+        try:
+            _save_role_checkpoint(
+                self,
+                local_path,
+                self.actor_module,
+                self.actor_optimizer,
+                self._full_actor_module,
+                self.tokenizer,
+                extra,
+            )
+        finally:
+            self._free_rollout_weights()
 
+    @register(Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path: str) -> None:
-        hf_dir = os.path.join(local_path, "huggingface")
-        state = load_causal_lm(hf_dir, dtype=self.config.model.dtype).state_dict()
-        self.actor_module.load_state_dict(state)
-        saved = torch.load(os.path.join(local_path, "optim.pt"), weights_only=False)
-        self.actor_optimizer.load_state_dict(saved["optimizer"])
-        self.actor_lr_scheduler.load_state_dict(saved["lr_scheduler"])
-        self.rollout.set_rng_state(saved["rollout_rng"])
+        extra = _load_extra(local_path)
+        load_dcp(os.path.join(local_path, "dcp"), self.actor_module, self.actor_optimizer)
+        self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
+        self.rollout.set_rng_state(extra["rollout_rng"])
 
 
-class CriticWorker:
+class CriticWorker(Worker):
     def __init__(self, config, total_training_steps: int = 1, seed: int = 0):
         self.config = config
         self.total_training_steps = max(1, total_training_steps)
         self.seed = seed
 
+    @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
-        from transformers import AutoModelForTokenClassification
+        from transformers import AutoConfig, AutoModelForTokenClassification
         from transformers.utils import logging as hf_logging
 
         cfg = self.config
@@ -144,44 +225,70 @@ class CriticWorker:
             torch.manual_seed(self.seed)  # the fresh value head is seeded: same seed, same critic
             verbosity = hf_logging.get_verbosity()
             hf_logging.set_verbosity_error()  # "score.weight newly initialized" is expected for a value head
-            self.critic_module = AutoModelForTokenClassification.from_pretrained(path, num_labels=1)
+            # no dropout on the value head (as verl): values must be a deterministic function of the tokens
+            model_config = AutoConfig.from_pretrained(path, num_labels=1)
+            model_config.classifier_dropout = 0.0
+            self.critic_module = AutoModelForTokenClassification.from_pretrained(path, config=model_config)
             hf_logging.set_verbosity(verbosity)
         if cfg.model.dtype == "bf16":
             self.critic_module.to(torch.bfloat16)
         if cfg.model.enable_gradient_checkpointing:
             self.critic_module.gradient_checkpointing_enable()
+        if self.distributed:
+            apply_fsdp2(self.critic_module, _fsdp_config(cfg.model), self.device)
         self.tokenizer = load_tokenizer(path)
         self.critic_optimizer, self.critic_lr_scheduler = build_optimizer(
             self.critic_module, cfg.optim, self.total_training_steps
         )
         self.critic = DataParallelPPOCritic(cfg, self.critic_module, self.critic_optimizer)
 
+    @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_values(self, data: DataProto) -> DataProto:
         return DataProto.from_dict({"values": self.critic.compute_values(data)})
 
+    @register(Dispatch.DP_COMPUTE_PROTO)
     def update_critic(self, data: DataProto) -> DataProto:
         metrics = self.critic.update_critic(data)
         metrics["critic/lr"] = self.critic_lr_scheduler.get_last_lr()[0]
+        mem = local_state_bytes(self.critic_module, self.critic_optimizer)
+        metrics["perf/critic_param_mb"] = mem["param_bytes"] / 2**20
+        metrics["perf/critic_optim_state_mb"] = mem["optim_bytes"] / 2**20
         self.critic_lr_scheduler.step()
         return DataProto(meta_info={"metrics": metrics})
 
-    def save_checkpoint(self, local_path: str) -> None:
-        os.makedirs(local_path, exist_ok=True)
-        save_hf_checkpoint(self.critic_module, self.tokenizer, os.path.join(local_path, "huggingface"))
-        _save_optim(local_path, self.critic_optimizer, self.critic_lr_scheduler)
+    @register(Dispatch.ONE_TO_ALL)
+    def memory_stats(self) -> dict[str, int]:
+        return local_state_bytes(self.critic_module, self.critic_optimizer)
 
-    def load_checkpoint(self, local_path: str) -> None:
+    def _full_critic_module(self) -> torch.nn.Module:
+        if not self.distributed:
+            return self.critic_module
         from transformers import AutoModelForTokenClassification
 
-        loaded = AutoModelForTokenClassification.from_pretrained(os.path.join(local_path, "huggingface"))
-        self.critic_module.load_state_dict(loaded.state_dict())
-        saved = torch.load(os.path.join(local_path, "optim.pt"), weights_only=False)
-        self.critic_optimizer.load_state_dict(saved["optimizer"])
-        self.critic_lr_scheduler.load_state_dict(saved["lr_scheduler"])
+        state = full_state_dict(self.critic_module)
+        with torch.device("meta"):
+            module = AutoModelForTokenClassification.from_config(self.critic_module.config)
+        module.load_state_dict(state, assign=True)
+        return module
+
+    @register(Dispatch.ONE_TO_ALL)
+    def save_checkpoint(self, local_path: str) -> None:
+        extra = {"lr_scheduler": self.critic_lr_scheduler.state_dict()}
+        _save_role_checkpoint(
+            self, local_path, self.critic_module, self.critic_optimizer, self._full_critic_module, self.tokenizer, extra
+        )
+
+    @register(Dispatch.ONE_TO_ALL)
+    def load_checkpoint(self, local_path: str) -> None:
+        extra = _load_extra(local_path)
+        load_dcp(os.path.join(local_path, "dcp"), self.critic_module, self.critic_optimizer)
+        self.critic_lr_scheduler.load_state_dict(extra["lr_scheduler"])
 
 
-class RewardModelWorker:
+class RewardModelWorker(Worker):
     """Scores whole responses with any local HF ``AutoModelForSequenceClassification`` directory.
+
+    In the Ray backend every rank holds the whole (forward-only) model and scores its data-parallel slice.
 
     The policy's tokens are decoded and re-tokenized with the RM's own tokenizer (and chat template when it has one),
     so the RM need not share the policy's vocabulary. The score lands on the last response token as ``rm_scores``.
@@ -191,6 +298,7 @@ class RewardModelWorker:
         self.config = config
         self.policy_tokenizer = policy_tokenizer
 
+    @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -204,6 +312,7 @@ class RewardModelWorker:
         if self.rm_module.config.pad_token_id is None:
             self.rm_module.config.pad_token_id = self.rm_tokenizer.pad_token_id
 
+    @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     @torch.no_grad()
     def compute_rm_score(self, data: DataProto) -> DataProto:
         responses, mask = data.batch["responses"], data.batch["response_mask"]

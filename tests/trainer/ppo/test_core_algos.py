@@ -901,3 +901,29 @@ def test_overlong_penalty():
     )
     with pytest.raises(ValueError, match="overlong_buffer_len"):
         ca.compute_overlong_penalty(lengths, 20, 0, 1.0)
+
+
+@pytest.mark.parametrize("mode", ca.LOSS_AGG_MODES)
+@pytest.mark.parametrize("dp", [1, 2])
+def test_micro_batch_weights_reproduce_the_whole_mini_batch_loss(mode, dp):
+    """Summing weighted micro-batch losses on each rank, then averaging over ranks (what FSDP does to gradients),
+    gives agg_loss of the whole mini-batch: micro-batch size and worker count never change the update."""
+    g = torch.Generator().manual_seed(0)
+    loss = torch.randn(12, 7, generator=g, dtype=torch.float64)
+    mask = (torch.rand(12, 7, generator=g) > 0.3).to(torch.float64)
+    mask[5] = 0  # a row without tokens
+    whole = ca.agg_loss(loss, mask, mode)
+    counts = ca.loss_normalizer_counts(mask)  # in a worker: all-reduced over ranks
+    total = 0.0
+    for rank_rows in torch.arange(12).chunk(dp):
+        rank_sum = 0.0
+        for micro in rank_rows.split(4 if dp == 1 else 2):
+            w = ca.micro_batch_loss_weight(mask[micro], counts, mode, dp)
+            rank_sum += float(ca.agg_loss(loss[micro], mask[micro], mode)) * w
+        total += rank_sum / dp
+    assert total == pytest.approx(float(whole), rel=1e-12)
+
+
+def test_loss_normalizer_counts_hand_case():
+    mask = torch.tensor([[1, 1, 0], [0, 0, 0], [1, 0, 0]])
+    assert ca.loss_normalizer_counts(mask).tolist() == [3.0, 2.0, 3.0]

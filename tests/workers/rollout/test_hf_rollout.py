@@ -114,31 +114,40 @@ def test_greedy_equals_hf_generate(which, retire, request):
 
 
 @pytest.mark.parametrize("retire", [True, False])
-def test_sampling_equals_hf_generate_with_the_same_seed(shipped, retire):
-    """On CPU both draw torch.multinomial over the full batch each step from a generator seeded alike, so the samples
-    agree token for token (HF uses the global generator). This pins the transformers version's sampler too: if a
-    transformers upgrade changes how generate draws, this test (not the rollout) is what needs revisiting."""
+def test_samples_do_not_depend_on_how_the_batch_is_split(shipped, retire):
+    """Each row's draws are keyed by its sample_index: the whole batch, micro-batched generation and two halves
+    generated separately (as two data-parallel workers would) give the same tokens. Same seed, same samples on CPU."""
     model, tokenizer = shipped
     prompts = make_prompts(tokenizer, QUESTIONS * 3)
-    response_length = 24
-    rollout = make_rollout(model, tokenizer, seed=123, retire_finished=retire, do_sample=True)
-    out = rollout.generate_sequences(prompts).batch
-    torch.manual_seed(123)
-    with torch.no_grad():
-        ref = model.generate(
-            input_ids=prompts.batch["input_ids"],
-            attention_mask=prompts.batch["attention_mask"],
-            max_new_tokens=response_length,
-            do_sample=True,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-    ref = ref[:, prompts.batch["input_ids"].shape[1] :]
-    ref = torch.nn.functional.pad(ref, (0, response_length - ref.shape[1]), value=tokenizer.pad_token_id)
-    assert torch.equal(out["responses"], ref)
+    bs = len(prompts)
+    prompts.batch["sample_index"] = torch.arange(bs) + 1000
+    whole = make_rollout(model, tokenizer, seed=123, retire_finished=retire, do_sample=True)
+    out = whole.generate_sequences(prompts).batch
+    micro = make_rollout(model, tokenizer, seed=123, retire_finished=retire, do_sample=True, micro_batch_size=2)
+    assert torch.equal(micro.generate_sequences(prompts).batch["responses"], out["responses"])
+    halves = [prompts[: bs // 2], prompts[bs // 2 :]]
+    parts = [
+        make_rollout(model, tokenizer, seed=123, retire_finished=retire, do_sample=True).generate_sequences(h)
+        for h in halves
+    ]
+    assert torch.equal(torch.cat([p.batch["responses"] for p in parts]), out["responses"])
+    lengths = out["response_mask"].sum(-1)
+    assert (lengths < 24).any() and (lengths > 1).any()  # rows really sampled and some finished early
+
+
+def test_keyed_uniform_is_uniform_and_inverse_cdf_matches_probs():
+    from verl.workers.rollout.hf_rollout import keyed_uniform, sample_inverse_cdf
+
+    idx = torch.arange(200_000)
+    u = keyed_uniform(7, 3, idx, 5)
+    assert float(u.min()) >= 0.0 and float(u.max()) < 1.0
+    assert abs(float(u.mean()) - 0.5) < 0.005
+    assert not torch.equal(u, keyed_uniform(7, 4, idx, 5)) and not torch.equal(u, keyed_uniform(7, 3, idx, 6))
+    assert torch.equal(u, keyed_uniform(7, 3, idx, 5))  # a pure function of its keys
+    probs = torch.tensor([0.1, 0.0, 0.6, 0.3]).expand(len(idx), -1)
+    counts = torch.bincount(sample_inverse_cdf(probs, u), minlength=4).double() / len(idx)
+    assert counts[1] == 0  # a zero-probability token is never drawn
+    assert torch.allclose(counts, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.float64), atol=0.005)
 
 
 @pytest.mark.parametrize("do_sample", [False, True])

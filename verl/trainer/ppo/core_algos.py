@@ -655,6 +655,36 @@ def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str
     raise ValueError(f"Invalid loss_agg_mode {loss_agg_mode!r}; choose one of {LOSS_AGG_MODES}")
 
 
+def loss_normalizer_counts(loss_mask: torch.Tensor) -> torch.Tensor:
+    """``[tokens, sequences holding a token, rows]`` of a mini-batch's ``loss_mask`` (bs, L), float64 (3,): the
+    denominators of `agg_loss`, summed over data-parallel ranks by the worker before `micro_batch_loss_weight`."""
+    tokens = loss_mask.to(torch.float64).sum(-1)
+    return torch.stack([tokens.sum(), (tokens > 0).sum().to(torch.float64), torch.tensor(float(len(loss_mask)))])
+
+
+def micro_batch_loss_weight(
+    micro_mask: torch.Tensor, mini_counts: torch.Tensor, loss_agg_mode: str, dp_size: int = 1
+) -> float:
+    """Weight w of one micro-batch's aggregated loss so that sum over micro-batches and the data-parallel gradient
+    average give the loss `agg_loss` would compute on the whole mini-batch at once:
+
+        token-mean:                  w = dp * tokens(micro) / tokens(mini)
+        seq-mean-token-sum / -mean:  w = dp * seqs(micro) / seqs(mini)      (sequences holding a token)
+        seq-mean-token-sum-norm:     w = dp                                 (its normaliser L is a constant)
+
+    ``mini_counts`` is `loss_normalizer_counts` of the whole mini-batch over all ranks; ``dp * (...)`` undoes the
+    average FSDP takes over ranks. So micro-batch size and worker count never change the gradient.
+    """
+    slot = {"token-mean": 0, "seq-mean-token-sum": 1, "seq-mean-token-mean": 1, "seq-mean-token-sum-norm": None}
+    if loss_agg_mode not in slot:
+        raise ValueError(f"Invalid loss_agg_mode {loss_agg_mode!r}; choose one of {LOSS_AGG_MODES}")
+    i = slot[loss_agg_mode]
+    if i is None:
+        return float(dp_size)
+    own = loss_normalizer_counts(micro_mask)
+    return float(dp_size * own[i] / mini_counts[i].clamp(min=1))
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Policy losses
 # --------------------------------------------------------------------------------------------------------------------

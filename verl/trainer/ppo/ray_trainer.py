@@ -35,6 +35,7 @@ from verl.trainer.ppo.metric_utils import (
     reduce_metrics,
 )
 from verl.utils.dataset.rl_dataset import PromptLoader, collate_prompts
+from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
 from verl.utils.tracking import Tracking
 
 CRITIC_ESTIMATORS = ("gae",)
@@ -101,9 +102,11 @@ class RayPPOTrainer:
         train_dataset,
         val_dataset,
         total_training_steps: int,
+        backend=None,
     ):
         self.config = config
         self.tokenizer = tokenizer
+        self.backend = backend  # None: local workers; Ray: accounts its overhead, shuts the groups down
         self.actor_rollout_wg = workers["actor_rollout"]
         self.critic_wg = workers.get("critic")
         self.rm_wg = workers.get("rm")
@@ -162,6 +165,24 @@ class RayPPOTrainer:
             self._logger.close()
             self._logger = None
 
+    def shutdown(self) -> None:
+        """Close the loggers and stop the backend's worker processes (Ray); the trainer is unusable after it."""
+        self.close()
+        if self.backend is not None:
+            self.backend.shutdown()
+            self.backend = None
+
+    def resume_hint(self) -> str:
+        """Where a stopped run would resume from, as a sentence for error messages."""
+        latest = os.path.join(self._checkpoint_root(), "latest_checkpointed_iteration.txt")
+        if os.path.isfile(latest):
+            step = open(latest).read().strip()
+            return (
+                f"The last checkpoint is global_step_{step} in {self._checkpoint_root()}: run the same command again "
+                "to resume from it (trainer.resume_mode=auto)"
+            )
+        return "No checkpoint was saved yet (trainer.save_freq): running the same command again starts over"
+
     def fit(self) -> dict[str, Any]:
         """Train until ``total_training_steps``; returns the last validation metrics and the metric history."""
         self.init()
@@ -200,6 +221,9 @@ class RayPPOTrainer:
             batch = self._train_on_batch(batch, metrics, timing_raw)  # log-probs, values, advantages, updates
             self._maybe_validate(metrics, timing_raw)
             self._maybe_save_checkpoint(timing_raw)
+        if self.backend is not None:  # driver time in worker calls not spent computing: Ray, pickling, transfer
+            timing_raw["ray_overhead"] = self.backend.pop_overhead_s()
+            metrics["perf/ray_overhead_fraction"] = timing_raw["ray_overhead"] / max(timing_raw["step"], 1e-9)
         metrics.update(self._data_metrics(batch, timing_raw))
         stops = run_callbacks(self.callbacks, "on_step_end", self, batch, metrics)
         self._log(metrics, step=self.global_steps)
@@ -252,11 +276,16 @@ class RayPPOTrainer:
             )
             gen_batch = batch.select(batch_keys=["input_ids", "attention_mask", "position_ids"])
             n = cfg.actor_rollout_ref.rollout.n
+            gen_batch = gen_batch.repeat(n, interleave=True)
+            # each response's sampling randomness is keyed by its index: the same samples on any number of workers
+            gen_batch.batch["sample_index"] = torch.arange(len(gen_batch), dtype=torch.int64)
             with marked_timer("gen", timing_raw):
-                gen_output = self.actor_rollout_wg.generate_sequences(gen_batch.repeat(n, interleave=True))
+                gen_output = self.actor_rollout_wg.generate_sequences(gen_batch)
+            for key, seconds in gen_output.meta_info.pop("timing", {}).items():  # e.g. the weight reshard (Ray)
+                timing_raw[key] = timing_raw.get(key, 0.0) + seconds
             if cfg.algorithm.adv_estimator == "remax":
                 with marked_timer("gen_max", timing_raw):
-                    greedy = gen_batch.select(batch_keys=gen_batch.batch.keys())
+                    greedy = batch.select(batch_keys=["input_ids", "attention_mask", "position_ids"])
                     greedy.meta_info["do_sample"] = False
                     baseline_out = self.actor_rollout_wg.generate_sequences(greedy)
                     baseline_batch = batch.select(batch_keys=[], non_tensor_batch_keys=list(batch.non_tensor_batch))
@@ -316,6 +345,7 @@ class RayPPOTrainer:
         alg = cfg.algorithm
         batch.meta_info["global_steps"] = self.global_steps
         batch.meta_info["rollout_n"] = cfg.actor_rollout_ref.rollout.n
+        batch = self._order_for_workers(batch, metrics)
         with marked_timer("old_log_prob", timing_raw):
             batch = self._old_log_prob(batch, metrics)
         if self.use_reference_policy:
@@ -340,6 +370,37 @@ class RayPPOTrainer:
                 out = self.actor_rollout_wg.update_actor(batch)
             metrics.update(reduce_metrics(out.meta_info["metrics"]))
         return batch
+
+    def _order_for_workers(self, batch: DataProto, metrics: dict) -> DataProto:
+        """Reorder rows for the data-parallel workers (each gets one contiguous slice); a no-op with one worker.
+
+        Each optimizer mini-batch k (rows [k*M, (k+1)*M) in the single-process order) is cut into one equal part
+        per worker, and worker r's slice is its parts of every mini-batch in order: so worker r's local mini-batch
+        k is its part of global mini-batch k, and the update is the single-process update on any worker count.
+        With ``trainer.balance_batch`` the parts are balanced by token count (verl's sequence-length balancing).
+        Advantages group by ``uid``, so row order is otherwise free.
+        """
+        dp = getattr(self.actor_rollout_wg, "world_size", 1)
+        if dp <= 1:
+            return batch
+        mini = self.config.actor_rollout_ref.actor.ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n
+        if len(batch) % mini or mini % dp:
+            return batch
+        seqlens = batch.batch["attention_mask"].sum(-1).tolist()
+        slices: list[list[int]] = [[] for _ in range(dp)]
+        for start in range(0, len(batch), mini):
+            rows = list(range(start, start + mini))
+            if self.config.trainer.balance_batch:
+                parts = get_seqlen_balanced_partitions([seqlens[i] for i in rows], dp, equal_size=True)
+                parts = [[rows[i] for i in part] for part in parts]
+            else:
+                parts = [rows[r * (mini // dp) : (r + 1) * (mini // dp)] for r in range(dp)]
+            for r in range(dp):
+                slices[r].extend(parts[r])
+        loads = [sum(seqlens[i] for i in part) for part in slices]
+        metrics["seqlen/worker_tokens_max"] = max(loads)
+        metrics["seqlen/worker_tokens_min"] = min(loads)
+        return batch[torch.tensor([i for part in slices for i in part])]
 
     def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
         old = self.actor_rollout_wg.compute_log_prob(batch)

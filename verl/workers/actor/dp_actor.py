@@ -13,6 +13,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
+from verl.utils.fsdp_utils import all_reduce_sum, clip_grad_norm, dp_size
 from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
 
 
@@ -26,6 +27,14 @@ def forward_response_logits(module, micro: dict[str, torch.Tensor], response_len
     )
     logits = out.logits[:, -response_length - 1 : -1, :].float()
     return logits / temperature if temperature != 1.0 else logits
+
+
+def mini_batch_means(weighted_sums: dict[str, float]) -> dict[str, float]:
+    """Per-mini-batch metrics from micro-batch values summed with their loss weights (`micro_batch_loss_weight`),
+    over all ranks: exactly what the whole mini-batch would give in one pass, on any number of workers."""
+    keys = sorted(weighted_sums)
+    totals = all_reduce_sum(torch.tensor([weighted_sums[k] for k in keys], dtype=torch.float64)) / dp_size()
+    return dict(zip(keys, totals.tolist()))
 
 
 def split_into_micro_batches(data: DataProto, micro_batch_size: int) -> list[DataProto]:
@@ -80,7 +89,7 @@ class DataParallelPPOActor:
             keys.append("ref_log_prob")
         data = data.select(batch_keys=keys)
         n = data.meta_info.get("rollout_n", 1)
-        mini_bsz = cfg.ppo_mini_batch_size * n  # ppo_mini_batch_size counts prompts
+        mini_bsz = cfg.ppo_mini_batch_size * n // dp_size()  # ppo_mini_batch_size counts prompts, over all ranks
         micro_bsz = cfg.ppo_micro_batch_size_per_gpu
         loss_mode = cfg.policy_loss.get("loss_mode", "vanilla")
         policy_loss_fn = core_algos.get_policy_loss_fn(loss_mode)
@@ -91,11 +100,18 @@ class DataParallelPPOActor:
             shuffled = data[order] if cfg.shuffle else data
             for mini in shuffled.split(mini_bsz):
                 self.actor_optimizer.zero_grad(set_to_none=True)
+                counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
+                weighted: dict[str, float] = defaultdict(float)
                 for micro in split_into_micro_batches(mini, micro_bsz):
-                    stats = self._micro_step(micro, policy_loss_fn, temperature, len(micro) / len(mini))
+                    weight = core_algos.micro_batch_loss_weight(
+                        micro.batch["response_mask"], counts, cfg.loss_agg_mode, dp_size()
+                    )
+                    stats = self._micro_step(micro, policy_loss_fn, temperature, weight)
                     for k, v in stats.items():
-                        metrics[k].append(v)
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.actor_module.parameters(), cfg.grad_clip)
+                        weighted[k] += v * weight
+                for k, v in mini_batch_means(weighted).items():
+                    metrics[k].append(v)
+                grad_norm = clip_grad_norm(self.actor_module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.actor_optimizer.step()
                 else:  # skip the step rather than poison the weights; the metric shows it

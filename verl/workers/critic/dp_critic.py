@@ -8,7 +8,9 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
+from verl.utils.fsdp_utils import all_reduce_sum, clip_grad_norm, dp_size
 from verl.utils.torch_functional import masked_mean
+from verl.workers.actor.dp_actor import mini_batch_means
 
 
 def forward_response_values(module, micro: dict[str, torch.Tensor], response_length: int) -> torch.Tensor:
@@ -48,13 +50,15 @@ class DataParallelPPOCritic:
         self.critic_module.train()
         keys = ["responses", "input_ids", "attention_mask", "position_ids", "response_mask", "values", "returns"]
         data = data.select(batch_keys=keys)
-        mini_bsz = cfg.ppo_mini_batch_size * data.meta_info.get("rollout_n", 1)
+        mini_bsz = cfg.ppo_mini_batch_size * data.meta_info.get("rollout_n", 1) // dp_size()
         metrics: dict[str, list[float]] = defaultdict(list)
         generator = torch.Generator().manual_seed(int(data.meta_info.get("global_steps", 0)) + 1)
         for _ in range(cfg.ppo_epochs):
             shuffled = data[torch.randperm(len(data), generator=generator)] if cfg.shuffle else data
             for mini in shuffled.split(mini_bsz):
                 self.critic_optimizer.zero_grad(set_to_none=True)
+                counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
+                weighted: dict[str, float] = defaultdict(float)
                 for micro in mini.split(cfg.ppo_micro_batch_size_per_gpu):
                     b = micro.batch
                     mask = b["response_mask"].to(torch.float32)
@@ -67,11 +71,14 @@ class DataParallelPPOCritic:
                         cliprange_value=cfg.cliprange_value,
                         loss_agg_mode=cfg.loss_agg_mode,
                     )
-                    (vf_loss * len(micro) / len(mini)).backward()
-                    metrics["critic/vf_loss"].append(vf_loss.item())
-                    metrics["critic/vf_clipfrac"].append(float(vf_clipfrac))
-                    metrics["critic/vpred_mean"].append(masked_mean(vpreds, mask).item())
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.critic_module.parameters(), cfg.grad_clip)
+                    weight = core_algos.micro_batch_loss_weight(mask, counts, cfg.loss_agg_mode, dp_size())
+                    (vf_loss * weight).backward()
+                    weighted["critic/vf_loss"] += vf_loss.item() * weight
+                    weighted["critic/vf_clipfrac"] += float(vf_clipfrac) * weight
+                    weighted["critic/vpred_mean"] += masked_mean(vpreds, mask).item() * weight
+                for k, v in mini_batch_means(weighted).items():
+                    metrics[k].append(v)
+                grad_norm = clip_grad_norm(self.critic_module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.critic_optimizer.step()
                 metrics["critic/grad_norm"].append(float(grad_norm))

@@ -15,11 +15,12 @@ Generation of one batch of left-padded prompts:
    stay in the batch and their outputs are ignored -- the plain path. Both give the same tokens.
 
 Sampling applies temperature, then top-k, then top-p (nucleus, at least one token kept) to float32 logits and draws
-with ``torch.multinomial(..., generator=self.generator)``. The generator is seeded with ``seed``, so on CPU the same
-seed gives the same samples; ``get_rng_state``/``set_rng_state`` save and restore it for checkpoint/resume. Samples
-depend on how the batch is chunked (``micro_batch_size``), as with any batched sampler, but not on retiring: the draw
-is always made over the chunk's full batch width (retired rows get a one-hot dummy distribution), so the random
-stream and each row's draw are the same whether or not rows were retired.
+each token by inverse-CDF from a counter-based uniform: ``u = hash(seed, call, sample_index, position)``. A row's
+randomness is keyed by its ``sample_index`` (a ``prompts.batch`` key the controller sets to the row's index in the
+step's batch; default: the row's index in the batch passed in), so the samples do not depend on how the batch is
+split -- into ``micro_batch_size`` chunks, across data-parallel workers, or by retiring finished rows. Same seed,
+same samples, on one process or many. ``call`` counts sampling calls; ``get_rng_state``/``set_rng_state`` save and
+restore ``(seed, call)`` for checkpoint/resume.
 
 ``rollout_log_probs`` holds the log-probability of each sampled token under ``log_softmax(logits / temperature)``
 computed BEFORE top-k/top-p filtering, i.e. exactly what the actor recomputes from the same ``input_ids`` with the
@@ -48,7 +49,44 @@ from verl.protocol import DataProto
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFRollout", "filter_logits"]
+__all__ = ["HFRollout", "filter_logits", "keyed_uniform"]
+
+_M32 = 0xFFFFFFFF
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (an offset, then two xorshift-multiply rounds) on int64 tensors holding values < 2**32; the multiplier
+    is < 2**27, so no product overflows int64."""
+    x = (x + 0x9E3779B9) & _M32  # the golden-ratio offset: 0 is not a fixed point
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & _M32
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & _M32
+    return (x >> 16) ^ x
+
+
+def keyed_uniform(seed: int, call: int, sample_index: torch.Tensor, position: int) -> torch.Tensor:
+    """One float64 uniform in [0, 1) per row, a pure function of (seed, call, sample_index[row], position).
+
+    Counter-based (no generator state), so a row's draw never depends on which other rows share its batch.
+    Two independent 32-bit hashes give 48 bits of resolution.
+    """
+    idx = sample_index.to(torch.int64)
+    h = _mix32(torch.full_like(idx, int(seed) & _M32))
+    h = _mix32(h ^ (int(seed) >> 32 & _M32))
+    h = _mix32(h ^ (int(call) & _M32))
+    h = _mix32(h ^ (idx & _M32))
+    h = _mix32(h ^ ((idx >> 32) & _M32))
+    h1 = _mix32(h ^ (int(position) & _M32))
+    h2 = _mix32(h1 ^ 0x85EBCA6B)
+    return ((h1 >> 8) * 2.0**24 + (h2 >> 8)).to(torch.float64) / 2.0**48
+
+
+def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Token ids (rows,) drawn from ``probs`` (rows, V) with uniforms ``u`` (rows,): the first index whose cumulative
+    probability exceeds ``u * total``; a token of probability 0 is never drawn."""
+    cdf = probs.to(torch.float64).cumsum(dim=-1)
+    target = (u.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
+    idx = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    return idx.clamp(max=probs.shape[-1] - 1)
 
 
 def _cfg_get(config: Any, key: str, default: Any = None) -> Any:
@@ -115,7 +153,7 @@ class HFRollout:
             ``meta_info["validate"]`` is true.
         pad_token_id: fills responses after EOS.
         eos_token_id: one id or a list of ids that end a response.
-        seed: seeds ``self.generator``, the only source of randomness of sampling.
+        seed: with the call counter and each row's ``sample_index``, the only source of randomness of sampling.
         retire_finished: drop finished rows from the active batch (default); False keeps the plain path where
             finished rows keep running and their outputs are ignored.
     """
@@ -143,8 +181,7 @@ class HFRollout:
         self.eos_token_ids = [int(e) for e in eos]
         self.seed = int(seed)
         self.retire_finished = retire_finished
-        self.generator = torch.Generator(device=self._device())
-        self.generator.manual_seed(self.seed)
+        self.calls = 0  # sampling calls so far: the second key of every draw
         try:
             forward_params = inspect.signature(module.forward).parameters
         except (TypeError, ValueError):
@@ -156,24 +193,23 @@ class HFRollout:
     # ------------------------------------------------------------------------------------------------------ rng
 
     def get_rng_state(self) -> torch.Tensor:
-        """The sampling generator's state (a CPU ByteTensor), for checkpointing."""
-        return self.generator.get_state()
+        """``(seed, calls)`` as an int64 tensor, for checkpointing."""
+        return torch.tensor([self.seed, self.calls], dtype=torch.int64)
 
     def set_rng_state(self, state: torch.Tensor) -> None:
         """Restore a state from `get_rng_state`; the following samples replay those drawn after it was taken."""
-        self.generator.set_state(state)
+        state = torch.as_tensor(state)
+        if state.dtype != torch.int64 or state.numel() != 2:
+            raise ValueError(
+                "HFRollout.set_rng_state: expected the (seed, calls) int64 tensor of get_rng_state; this checkpoint "
+                "was written by an older sampler -- resume it with the version that wrote it, or start over"
+            )
+        self.seed, self.calls = int(state[0]), int(state[1])
 
     def _device(self) -> torch.device:
         for p in self.module.parameters():
             return p.device
         return torch.device("cpu")
-
-    def _generator_on(self, device: torch.device) -> torch.Generator:
-        if self.generator.device.type != device.type:  # the module moved (e.g. offloaded and reloaded)
-            logger.warning("HFRollout: module moved to %s; re-seeding the sampling generator there", device)
-            self.generator = torch.Generator(device=device)
-            self.generator.manual_seed(self.seed)
-        return self.generator
 
     # ------------------------------------------------------------------------------------------------- settings
 
@@ -233,6 +269,12 @@ class HFRollout:
             )
 
         bs = input_ids.shape[0]
+        sample_index = batch.get("sample_index")
+        if sample_index is None:
+            sample_index = torch.arange(bs, dtype=torch.int64)
+        call = self.calls
+        if params["do_sample"]:
+            self.calls += 1  # greedy decoding consumes no randomness
         micro = _cfg_get(self.config, "micro_batch_size", None)
         micro = bs if micro is None or int(micro) <= 0 else int(micro)
         parts: list[dict[str, torch.Tensor]] = []
@@ -245,7 +287,12 @@ class HFRollout:
                     end = min(start + micro, bs)
                     parts.append(
                         self._generate_chunk(
-                            input_ids[start:end], attention_mask[start:end], position_ids[start:end], params
+                            input_ids[start:end],
+                            attention_mask[start:end],
+                            position_ids[start:end],
+                            sample_index[start:end],
+                            call,
+                            params,
                         )
                     )
         finally:
@@ -279,6 +326,8 @@ class HFRollout:
         prompt_ids: torch.Tensor,
         prompt_mask: torch.Tensor,
         prompt_pos: torch.Tensor,
+        sample_index: torch.Tensor,
+        call: int,
         params: dict[str, Any],
     ) -> dict[str, torch.Tensor]:
         out_device = prompt_ids.device
@@ -292,7 +341,6 @@ class HFRollout:
         mask = prompt_mask.to(device)
         pos = prompt_pos.to(device)
         eos_ids = torch.tensor(self.eos_token_ids, device=device, dtype=ids.dtype)
-        generator = self._generator_on(device) if do_sample else None
 
         responses = torch.full((n, resp_len), self.pad_token_id, dtype=ids.dtype, device=device)
         log_probs = torch.zeros((n, resp_len), dtype=torch.float32, device=device)
@@ -308,7 +356,7 @@ class HFRollout:
             for step in range(resp_len):
                 live = ~done
                 tokens, token_logp = self._sample(
-                    logits, live, active, n, do_sample, temperature, top_k, top_p, generator
+                    logits, live, sample_index[active.cpu()], step, call, do_sample, temperature, top_k, top_p
                 )
                 rows = active[live]
                 responses[rows, step] = tokens[live]
@@ -346,18 +394,17 @@ class HFRollout:
         self,
         logits: torch.Tensor,
         live: torch.Tensor,
-        active: torch.Tensor,
-        width: int,
+        row_keys: torch.Tensor,
+        position: int,
+        call: int,
         do_sample: bool,
         temperature: float,
         top_k: int,
         top_p: float,
-        generator: torch.Generator | None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Next token and its log-prob (under log_softmax(logits / temperature), unfiltered) for each batch row.
 
-        ``active`` maps batch rows to chunk rows; the multinomial draw is made over all ``width`` chunk rows so the
-        random stream does not depend on which rows were retired.
+        ``row_keys`` are the rows' ``sample_index`` values: each row's draw uses its own keyed uniform.
         """
         if not do_sample:
             logp = torch.log_softmax(logits, dim=-1)
@@ -371,11 +418,7 @@ class HFRollout:
         dummy = torch.zeros_like(probs[:1])
         dummy[0, self.pad_token_id] = 1.0
         probs = torch.where(live.unsqueeze(-1), probs, dummy)
-        if probs.shape[0] != width:  # retired rows: draw over the full chunk width, keep the active rows' draws
-            full = dummy.expand(width, -1).clone()
-            full[active] = probs
-            tokens = torch.multinomial(full, 1, generator=generator).squeeze(-1)[active]
-        else:
-            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        u = keyed_uniform(self.seed, call, row_keys, position)
+        tokens = sample_inverse_cdf(probs, u).to(logits.device)
         token_logp = logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
         return tokens, token_logp

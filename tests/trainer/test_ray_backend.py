@@ -1,0 +1,142 @@
+"""trainer.backend=ray on this CPU machine: two worker processes (gloo, FSDP2) against the single-process run.
+
+Every run is a real CLI subprocess that starts its own local Ray cluster inside the run directory and shuts it
+down. HOME points at an empty directory to check that nothing is written outside the run directory, and no Ray
+process may outlive a run. Same seed, same results on CPU -- on one process or two: sampling is keyed by sample
+index, each optimizer mini-batch is split across workers, and losses are normalised over the whole mini-batch.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+pytest.importorskip("ray", reason="the Ray backend needs ray: pip install 'ray[default]'")
+
+pytestmark = pytest.mark.slow
+
+BASE = [
+    "data.train_files=builtin://arithmetic/train?train_size=64",
+    "data.val_files=builtin://arithmetic/test?test_size=16",
+    "data.train_batch_size=8",
+    "data.max_response_length=24",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",  # 2 optimizer steps per training step
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",  # 2 micro-batches per mini-batch in one process
+    "critic.ppo_micro_batch_size_per_gpu=8",
+    "trainer.test_freq=3",
+    "trainer.logger=[file]",
+]
+RAY2 = ["trainer.backend=ray", "trainer.n_gpus_per_node=2"]
+
+
+def run(tmp_path, name: str, *extra: str, check: bool = True, popen: bool = False):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("RAY_ADDRESS", None)
+    argv = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        *BASE,
+        f"trainer.default_local_dir={tmp_path / name}",
+        *extra,
+    ]
+    if popen:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def metrics(run_dir) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for line in open(os.path.join(run_dir, "metrics.jsonl")):
+        row = json.loads(line)
+        out.setdefault(row["step"], {}).update(row)
+    return out
+
+
+def assert_same_run(a: dict, b: dict, steps) -> None:
+    """Same samples and scores exactly; losses and gradient norms within float tolerance (summation order)."""
+    for step in steps:
+        for key in ("critic/score/mean", "response_length/mean", "val-core/acc"):
+            if key in a[step]:
+                assert a[step][key] == b[step][key], (step, key)
+        for key, value in a[step].items():
+            if key.startswith(("actor/", "critic/")) and isinstance(value, float):
+                assert b[step][key] == pytest.approx(value, rel=1e-3, abs=1e-5), (step, key)
+
+
+def no_ray_left(tmp_path, links_before: set[str]) -> None:
+    assert not os.listdir(tmp_path / "home"), "something was written under HOME"
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*"))) <= links_before
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(tmp_path) not in ps, "a Ray process of this test outlived its run"
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gae"])
+def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, estimator):
+    links = set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*")))
+    common = [f"algorithm.adv_estimator={estimator}", "trainer.total_training_steps=3", "trainer.save_freq=2"]
+    run(tmp_path, "local", *common)
+    proc = run(tmp_path, "ray", *common, *RAY2)
+    assert "ray backend: 2 worker processes" in proc.stdout
+    local, ray2 = metrics(tmp_path / "local"), metrics(tmp_path / "ray")
+    assert_same_run(local, ray2, steps=[1, 2, 3])
+    assert 0 < ray2[1]["perf/ray_overhead_fraction"] < 1
+    assert ray2[1]["timing_s/reshard"] > 0  # the rollout gathered the sharded weights
+
+    # every worker holds about half of the parameters and of the optimizer state (per-worker metrics)
+    workers = json.load(open(tmp_path / "ray" / "workers.json"))
+    assert [w["rank"] for w in workers] == [0, 1]
+    full = workers[0]["memory"]["actor_rollout"]["full_param_bytes"]
+    for w in workers:
+        assert w["memory"]["actor_rollout"]["param_bytes"] == pytest.approx(full / 2, rel=0.05)
+    roles = ["actor"] + (["critic"] if estimator == "gae" else [])
+    for role, kind in [(r, k) for r in roles for k in ("param", "optim_state")]:
+        key = f"perf/{role}_{kind}_mb"
+        assert ray2[3][key] == pytest.approx(local[3][key] / 2, rel=0.05), key
+    assert local[3]["perf/actor_optim_state_mb"] == pytest.approx(2 * local[3]["perf/actor_param_mb"], rel=0.01)
+    assert set(os.listdir(tmp_path / "ray" / "global_step_2" / "actor" / "dcp")) >= {".metadata"}
+
+    # the 2-worker checkpoint of step 2 loads in one process (resharded) and gives the same step 3
+    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={tmp_path / 'ray' / 'global_step_2'}"]
+    run(tmp_path, "resumed", *common, *resume)
+    assert_same_run(ray2, metrics(tmp_path / "resumed"), steps=[3])
+    no_ray_left(tmp_path, links)
+
+
+def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
+    links = set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*")))
+    args = ["trainer.total_training_steps=40", "trainer.save_freq=2", "trainer.test_freq=-1", *RAY2]
+    proc = run(tmp_path, "run", *args, popen=True)
+    latest = tmp_path / "run" / "latest_checkpointed_iteration.txt"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert latest.exists(), proc.communicate()[1][-3000:]
+    victim = next(w for w in json.load(open(tmp_path / "run" / "workers.json")) if w["rank"] == 1)
+    os.kill(victim["pid"], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert f"worker process of role 'actor_rollout' rank 1 of 2 (pid {victim['pid']}" in err, err[-3000:]
+    assert "died during" in err and "run the same command again" in err
+    assert "Traceback" not in err  # one clear error line, not a stack
+    saved = int(latest.read_text())
+    assert saved >= 2
+
+    again = run(tmp_path, "run", *args)
+    assert f"resumed from {tmp_path / 'run' / f'global_step_{saved}'}" in again.stdout
+    assert max(metrics(tmp_path / "run")) == 40
+    no_ray_left(tmp_path, links)

@@ -1,0 +1,62 @@
+"""Start (or join) the Ray cluster a run uses, and leave nothing behind.
+
+A local cluster keeps everything inside the run directory: its session files under ``<run_dir>/ray`` and token
+authentication with a random per-run token held in the environment (not written under the home directory). Ray's
+unix sockets must have paths under 108 bytes, so when ``<run_dir>/ray`` is too long Ray is pointed at a short
+symlink in the system temp dir, removed again at shutdown. ``address`` joins an existing cluster instead
+(``ray start --head`` on the head node, then ``ray_init.address=auto`` or ``<ip>:6379``); that cluster is left
+running.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from verl.utils.import_utils import require
+
+# Ray appends "session_<date>_<time>_<usec>_<pid>/sockets/plasma_store" (about 65 bytes) to its temp dir
+_MAX_TEMP_DIR = 40
+
+
+@dataclass
+class RaySession:
+    started: bool  # we started a local cluster (and shut it down at the end)
+    link: str | None = None  # the short symlink to remove at shutdown
+
+
+def init_ray(run_dir: str, num_cpus: int, num_gpus: int | None = None, address: str | None = None) -> RaySession:
+    if not address and "ray" not in sys.modules:  # Ray reads its auth mode once, at import
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+        if os.environ["RAY_AUTH_MODE"] == "token":
+            os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(16))
+    ray = require("ray", "ray[default]", "the Ray backend (trainer.backend=ray)")
+    if ray.is_initialized():
+        return RaySession(started=False)
+    quiet = {"include_dashboard": False, "log_to_driver": True, "configure_logging": False}
+    if address:
+        ray.init(address=address, **{k: v for k, v in quiet.items() if k != "include_dashboard"})
+        return RaySession(started=False)
+    temp_dir = os.path.join(os.path.abspath(run_dir), "ray")
+    os.makedirs(temp_dir, exist_ok=True)
+    link = None
+    if len(temp_dir) > _MAX_TEMP_DIR:
+        link = os.path.join(tempfile.gettempdir(), f"verl-ray-{secrets.token_hex(4)}")
+        os.symlink(temp_dir, link)
+    gpus = {} if num_gpus is None else {"num_gpus": num_gpus}
+    ray.init(num_cpus=num_cpus, _temp_dir=link or temp_dir, **gpus, **quiet)
+    return RaySession(started=True, link=link)
+
+
+def shutdown_ray(session: RaySession | None) -> None:
+    if session is None:
+        return
+    if session.started:
+        import ray
+
+        ray.shutdown()
+    if session.link and os.path.islink(session.link):
+        os.unlink(session.link)
