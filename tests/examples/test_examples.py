@@ -70,3 +70,13 @@ def test_custom_reward_example_is_used(tmp_path):
     scores = [json.loads(x).get("critic/score/max") for x in open(tmp_path / "metrics.jsonl")]
     # correct answers score 1 - 0.002 * len(response) < 1: the custom function, not the 0/1 rule, was used
     assert all(s is None or s < 1.0 for s in scores) and any(s is not None for s in scores)
+
+
+def test_ray_cpu_example_script(tmp_path):
+    import pytest
+
+    pytest.importorskip("ray", reason="the example runs the Ray backend: pip install 'ray[default]'")
+    out = _run_script("ray/run_grpo_ray_cpu.sh", tmp_path, "data.train_batch_size=4", "trainer.save_freq=2")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "ray backend: 2 worker processes" in out.stdout and "at step 2" in out.stdout
+    assert (tmp_path / "global_step_2" / "actor" / "dcp" / ".metadata").exists()

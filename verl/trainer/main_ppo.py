@@ -64,6 +64,11 @@ def check_config(config: DictConfig) -> None:
         raise ConfigError(f"trainer.backend={t.backend!r}: use local (one process) or ray (worker groups, FSDP2)")
     if t.device not in ("cpu", "cuda"):
         raise ConfigError(f"trainer.device={t.device!r}: use cpu or cuda")
+    if t.device == "cuda" and t.backend == "local":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("trainer.device=cuda but torch sees no CUDA device: use trainer.device=cpu")
     if t.backend == "ray":
         world = t.nnodes * t.n_gpus_per_node
         for key, rows in (
@@ -103,6 +108,7 @@ def build_workers(config: DictConfig, total_steps: int, tokenizer=None) -> tuple
         return build_ray_workers(config, total_steps, tokenizer)
     from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
 
+    os.environ["VERL_DEVICE"] = config.trainer.device  # the workers' device (verl.single_controller.base.Worker)
     seed = config.trainer.seed
     role = "actor_rollout_ref" if uses_reference_policy(config) else "actor_rollout"
     workers: dict[str, Any] = {

@@ -158,8 +158,10 @@ def load_dcp(path: str, module: torch.nn.Module, optimizer: torch.optim.Optimize
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     """Sum ``t`` over the data-parallel ranks (itself when there is one process)."""
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        t = t.clone()
+        device = t.device
+        t = t.to("cuda") if dist.get_backend() == "nccl" else t.clone()  # NCCL reduces CUDA tensors only
         dist.all_reduce(t)
+        t = t.to(device)
     return t
 
 

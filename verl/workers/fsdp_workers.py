@@ -101,6 +101,7 @@ class ActorRolloutRefWorker(Worker):
                 self.rollout_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype).to(self.device)
                 _set_params(self.rollout_module, None)
             else:
+                self.actor_module.to(self.device)
                 self.rollout_module = self.actor_module  # hybrid engine in one process: the same weights in place
             self.actor_optimizer, self.actor_lr_scheduler = build_optimizer(
                 self.actor_module, cfg.actor.optim, self.total_training_steps
@@ -118,6 +119,8 @@ class ActorRolloutRefWorker(Worker):
             self.ref_module.requires_grad_(False)
             if self.distributed:
                 apply_fsdp2(self.ref_module, _fsdp_config(cfg.ref), self.device)
+            else:
+                self.ref_module.to(self.device)
             self.ref_policy = DataParallelPPOActor(cfg.actor, self.ref_module)
 
     def _gather_rollout_weights(self) -> None:
@@ -147,22 +150,21 @@ class ActorRolloutRefWorker(Worker):
     def compute_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.rollout.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
-        log_probs, entropys = self.actor.compute_log_prob(data, calculate_entropy=True)
-        return DataProto.from_dict(
-            {"old_log_probs": log_probs, "entropys": entropys}, meta_info={"temperature": data.meta_info["temperature"]}
-        )
+        log_probs, entropys = self.actor.compute_log_prob(self.to_device(data), calculate_entropy=True)
+        out = {"old_log_probs": log_probs, "entropys": entropys}
+        return self.to_host(DataProto.from_dict(out, meta_info={"temperature": data.meta_info["temperature"]}))
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.ref.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
-        log_probs, _ = self.ref_policy.compute_log_prob(data)
-        return DataProto.from_dict({"ref_log_prob": log_probs})
+        log_probs, _ = self.ref_policy.compute_log_prob(self.to_device(data))
+        return self.to_host(DataProto.from_dict({"ref_log_prob": log_probs}))
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_actor(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
-        metrics = self.actor.update_policy(data)
+        metrics = self.actor.update_policy(self.to_device(data))
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
         metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
@@ -236,6 +238,8 @@ class CriticWorker(Worker):
             self.critic_module.gradient_checkpointing_enable()
         if self.distributed:
             apply_fsdp2(self.critic_module, _fsdp_config(cfg.model), self.device)
+        else:
+            self.critic_module.to(self.device)
         self.tokenizer = load_tokenizer(path)
         self.critic_optimizer, self.critic_lr_scheduler = build_optimizer(
             self.critic_module, cfg.optim, self.total_training_steps
@@ -244,11 +248,11 @@ class CriticWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_values(self, data: DataProto) -> DataProto:
-        return DataProto.from_dict({"values": self.critic.compute_values(data)})
+        return self.to_host(DataProto.from_dict({"values": self.critic.compute_values(self.to_device(data))}))
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_critic(self, data: DataProto) -> DataProto:
-        metrics = self.critic.update_critic(data)
+        metrics = self.critic.update_critic(self.to_device(data))
         metrics["critic/lr"] = self.critic_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.critic_module, self.critic_optimizer)
         metrics["perf/critic_param_mb"] = mem["param_bytes"] / 2**20
@@ -308,7 +312,7 @@ class RewardModelWorker(Worker):
             self.rm_tokenizer.pad_token = self.rm_tokenizer.eos_token
         self.rm_tokenizer.padding_side = "right"
         self.rm_module = AutoModelForSequenceClassification.from_pretrained(path)
-        self.rm_module.eval()
+        self.rm_module.eval().to(self.device)
         if self.rm_module.config.pad_token_id is None:
             self.rm_module.config.pad_token_id = self.rm_tokenizer.pad_token_id
 
@@ -326,7 +330,7 @@ class RewardModelWorker(Worker):
                 p + t for p, t in zip(prompts[start:], texts[start : start + self.config.micro_batch_size_per_gpu])
             ]
             enc = self.rm_tokenizer(chunk, return_tensors="pt", padding=True, truncation=True)
-            logits = self.rm_module(**enc).logits
+            logits = self.rm_module(**enc.to(self.device)).logits.cpu()
             scores.append(logits[:, 0].float())
         scores = torch.cat(scores)
         rm_scores = torch.zeros(responses.shape, dtype=torch.float32)

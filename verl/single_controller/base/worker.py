@@ -29,6 +29,21 @@ class Worker:
             return torch.device("cuda", torch.cuda.current_device())
         return torch.device("cpu")
 
+    def to_device(self, data):
+        """``data`` (a DataProto) on this worker's device, as a new object (the caller's batch stays where it is);
+        unchanged on CPU."""
+        if self.device.type == "cpu" or not data.batch:
+            return data
+        from verl.protocol import DataProto
+
+        batch = {k: v.to(self.device) for k, v in data.batch.items()}
+        return DataProto(batch=batch, non_tensor_batch=dict(data.non_tensor_batch), meta_info=dict(data.meta_info))
+
+    @staticmethod
+    def to_host(data):
+        """A result DataProto back on the CPU for the controller."""
+        return data.to("cpu") if data.batch and any(t.device.type != "cpu" for t in data.batch.values()) else data
+
 
 def _dist_up() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()

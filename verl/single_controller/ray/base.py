@@ -123,6 +123,11 @@ class WorkerProcess:
         import torch.distributed as dist
 
         if backend == "nccl":
+            if not torch.cuda.is_available():
+                raise RuntimeError(
+                    f"trainer.device=cuda but worker rank {self.rank} (pid {os.getpid()}) sees no CUDA device: "
+                    "check the node's GPUs and its torch build, or use trainer.device=cpu"
+                )
             torch.cuda.set_device(0)  # Ray exposes exactly this bundle's GPU as device 0
         dist.init_process_group(
             backend,

@@ -659,7 +659,8 @@ def loss_normalizer_counts(loss_mask: torch.Tensor) -> torch.Tensor:
     """``[tokens, sequences holding a token, rows]`` of a mini-batch's ``loss_mask`` (bs, L), float64 (3,): the
     denominators of `agg_loss`, summed over data-parallel ranks by the worker before `micro_batch_loss_weight`."""
     tokens = loss_mask.to(torch.float64).sum(-1)
-    return torch.stack([tokens.sum(), (tokens > 0).sum().to(torch.float64), torch.tensor(float(len(loss_mask)))])
+    rows = torch.tensor(float(len(loss_mask)), dtype=torch.float64, device=loss_mask.device)
+    return torch.stack([tokens.sum(), (tokens > 0).sum().to(torch.float64), rows])
 
 
 def micro_batch_loss_weight(
@@ -682,7 +683,7 @@ def micro_batch_loss_weight(
     if i is None:
         return float(dp_size)
     own = loss_normalizer_counts(micro_mask)
-    return float(dp_size * own[i] / mini_counts[i].clamp(min=1))
+    return float(dp_size * own[i].item() / max(mini_counts[i].item(), 1.0))
 
 
 # --------------------------------------------------------------------------------------------------------------------
