@@ -451,15 +451,21 @@ class RLTrainer:
         return os.path.abspath(os.path.expanduser(self.config.trainer.default_local_dir))
 
     def close(self) -> None:
-        """Close the loggers (and the log file of :class:`DataParallelRLTrainer`)."""
+        """Close the loggers (and the log file of :class:`DataParallelRLTrainer`); training can go on after it."""
         if self.controller is not None:
             self.controller.close()
+
+    def shutdown(self) -> None:
+        """``close``, then stop the worker processes (``trainer.backend=ray``); the trainer cannot train after it."""
+        self.close()
+        if self.controller is not None:
+            self.controller.shutdown()
 
     def __enter__(self) -> RLTrainer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        self.shutdown()
 
     def _as_prompts(self, batch: Any) -> Any:
         import torch

@@ -9,6 +9,7 @@ CPU cores.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ def build_ray_workers(config: DictConfig, total_steps: int, policy_tokenizer) ->
     cores = os.cpu_count() or 1
     run_dir = os.path.abspath(os.path.expanduser(t.default_local_dir))
     backend = RayBackend()
+    atexit.register(backend.shutdown)  # a script that never calls shutdown still leaves no Ray processes behind
     backend.session = init_ray(
         run_dir,
         num_cpus=config.ray_init.num_cpus or max(cores, procs),
