@@ -43,8 +43,8 @@ def test_registered_methods_lists_modes_and_padding():
 
 
 def test_dp_split_gives_contiguous_chunks_and_concat_restores_order():
-    per_rank, pad = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (rows(6),), {"k": 3}, "r.m")
-    assert pad == 0
+    per_rank, pad, order = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (rows(6),), {"k": 3}, "r.m")
+    assert pad == 0 and order is None
     assert [a[0].batch["x"].squeeze(1).tolist() for a, _ in per_rank] == [[0, 1, 2], [3, 4, 5]]
     assert [kw for _, kw in per_rank] == [{"k": 3}, {"k": 3}]  # non-DataProto arguments go to every rank
     outs = [a[0] for a, _ in per_rank]
@@ -54,9 +54,9 @@ def test_dp_split_gives_contiguous_chunks_and_concat_restores_order():
 
 
 def test_uneven_batch_is_padded_for_inference_and_trimmed_back():
-    per_rank, pad = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (rows(5),), {}, "r.infer", pad=True)
+    per_rank, pad, order = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (rows(5),), {}, "r.infer", pad=True)
     assert pad == 1 and [len(a[0]) for a, _ in per_rank] == [3, 3]
-    back = collect_results(Dispatch.DP_COMPUTE_PROTO, [a[0] for a, _ in per_rank], pad)
+    back = collect_results(Dispatch.DP_COMPUTE_PROTO, [a[0] for a, _ in per_rank], pad, order)
     assert back.batch["x"].squeeze(1).tolist() == [0, 1, 2, 3, 4]
 
 
@@ -70,3 +70,30 @@ def test_metrics_of_all_ranks_are_merged_and_rank_zero_mode_returns_one():
     assert collect_results(Dispatch.DP_COMPUTE_PROTO, outs).meta_info["metrics"] == {"a": [1.0, 2.0, 3.0]}
     assert collect_results(Dispatch.RANK_ZERO, ["r0", "r1"]) == "r0"
     assert collect_results(Dispatch.ONE_TO_ALL, ["r0", "r1"]) == ["r0", "r1"]
+
+
+def test_mini_batches_are_split_across_ranks_and_results_come_back_in_order():
+    """With mini_batch_rows=4 over 2 ranks, rank r gets its half of every mini-batch: rank 0 rows 0,1,4,5 and
+    rank 1 rows 2,3,6,7, so each rank's local mini-batch k is its part of global mini-batch k."""
+    data = rows(8)
+    data.meta_info["mini_batch_rows"] = 4
+    per_rank, pad, order = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (data,), {}, "r.update")
+    assert [a[0].batch["x"].squeeze(1).tolist() for a, _ in per_rank] == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    back = collect_results(Dispatch.DP_COMPUTE_PROTO, [a[0] for a, _ in per_rank], pad, order)
+    assert back.batch["x"].squeeze(1).tolist() == list(range(8))
+    assert back.non_tensor_batch["s"].tolist() == [str(i) for i in range(8)]
+
+
+def test_balanced_split_evens_token_counts_per_mini_batch():
+    mask = torch.zeros(8, 10, dtype=torch.long)
+    for i, n in enumerate([10, 9, 1, 2, 10, 9, 1, 2]):  # contiguous halves: 19 vs 3 tokens per mini-batch
+        mask[i, :n] = 1
+    data = DataProto.from_dict({"attention_mask": mask}, meta_info={"mini_batch_rows": 4, "balance_batch": True})
+    per_rank, _, order = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (data,), {}, "r.update")
+    loads = [int(a[0].batch["attention_mask"].sum()) for a, _ in per_rank]
+    assert loads == [22, 22]  # {10, 1} and {9, 2} in each mini-batch: 11 tokens per rank per mini-batch
+    assert sorted(order) == list(range(8))
+    # each rank's slice is [its part of mini-batch 0, its part of mini-batch 1]
+    for rank in range(2):
+        assert set(order[4 * rank : 4 * rank + 2]) <= {0, 1, 2, 3}
+        assert set(order[4 * rank + 2 : 4 * rank + 4]) <= {4, 5, 6, 7}

@@ -78,35 +78,65 @@ def assert_same_run(a: dict, b: dict, steps) -> None:
                 assert b[step][key] == pytest.approx(value, rel=1e-3, abs=1e-5), (step, key)
 
 
-def no_ray_left(tmp_path, links_before: set[str]) -> None:
+def ray_processes() -> set[str]:
+    """pid + command line of every Ray process on the machine (raylet, GCS, workers, dashboard agents)."""
+    ps = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout.splitlines()
+    return {line.strip() for line in ps if any(k in line for k in ("raylet", "gcs_server", "ray::", "ray/_private"))}
+
+
+def before_run() -> tuple[set[str], set[str]]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*"))), ray_processes()
+
+
+def no_ray_left(tmp_path, before: tuple[set[str], set[str]]) -> None:
+    links, procs = before
     assert not os.listdir(tmp_path / "home"), "something was written under HOME"
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*"))) <= links_before
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert str(tmp_path) not in ps, "a Ray process of this test outlived its run"
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*"))) <= links
+    for _ in range(50):  # Ray's last processes exit asynchronously after the driver
+        left = ray_processes() - procs
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, f"Ray processes outlived the run: {left}"
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "gae"])
 def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, estimator):
-    links = set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*")))
+    """GRPO: actor + rollout + reference (KL loss) and a reward model colocated in the 2 worker processes.
+    GAE: the critic on a resource pool of its own (one process)."""
+    from verl.models.tiny import save_tiny_classifier
+
+    before = before_run()
     common = [f"algorithm.adv_estimator={estimator}", "trainer.total_training_steps=3", "trainer.save_freq=2"]
+    if estimator == "grpo":
+        rm_dir = save_tiny_classifier(str(tmp_path / "rm"), labels=("score",))
+        common += ["actor_rollout_ref.actor.use_kl_loss=true", "reward_model.enable=true"]
+        common += [f"reward_model.model.path={rm_dir}"]
+        placement = []
+    else:
+        placement = ["critic.enable_resource_pool=true", "critic.n_gpus_per_node=1"]
     run(tmp_path, "local", *common)
-    proc = run(tmp_path, "ray", *common, *RAY2)
-    assert "ray backend: 2 worker processes" in proc.stdout
+    proc = run(tmp_path, "ray", *common, *RAY2, *placement)
+    assert f"ray backend: {3 if placement else 2} worker processes" in proc.stdout
     local, ray2 = metrics(tmp_path / "local"), metrics(tmp_path / "ray")
     assert_same_run(local, ray2, steps=[1, 2, 3])
     assert 0 < ray2[1]["perf/ray_overhead_fraction"] < 1
     assert ray2[1]["timing_s/reshard"] > 0  # the rollout gathered the sharded weights
 
     # every worker holds about half of the parameters and of the optimizer state (per-worker metrics)
-    workers = json.load(open(tmp_path / "ray" / "workers.json"))
+    workers = [w for w in json.load(open(tmp_path / "ray" / "workers.json")) if w["pool"] == "global_pool"]
     assert [w["rank"] for w in workers] == [0, 1]
     full = workers[0]["memory"]["actor_rollout"]["full_param_bytes"]
     for w in workers:
         assert w["memory"]["actor_rollout"]["param_bytes"] == pytest.approx(full / 2, rel=0.05)
-    roles = ["actor"] + (["critic"] if estimator == "gae" else [])
-    for role, kind in [(r, k) for r in roles for k in ("param", "optim_state")]:
-        key = f"perf/{role}_{kind}_mb"
+    for kind in ("param", "optim_state"):
+        key = f"perf/actor_{kind}_mb"
         assert ray2[3][key] == pytest.approx(local[3][key] / 2, rel=0.05), key
+        if estimator == "gae":  # the critic's own pool has one process: it holds everything
+            key = f"perf/critic_{kind}_mb"
+            assert ray2[3][key] == pytest.approx(local[3][key], rel=0.01), key
+    if estimator == "grpo":
+        assert ray2[1]["actor/kl_loss"] == pytest.approx(local[1]["actor/kl_loss"], abs=1e-7)
     assert local[3]["perf/actor_optim_state_mb"] == pytest.approx(2 * local[3]["perf/actor_param_mb"], rel=0.01)
     assert set(os.listdir(tmp_path / "ray" / "global_step_2" / "actor" / "dcp")) >= {".metadata"}
 
@@ -114,11 +144,11 @@ def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, est
     resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={tmp_path / 'ray' / 'global_step_2'}"]
     run(tmp_path, "resumed", *common, *resume)
     assert_same_run(ray2, metrics(tmp_path / "resumed"), steps=[3])
-    no_ray_left(tmp_path, links)
+    no_ray_left(tmp_path, before)
 
 
 def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
-    links = set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*")))
+    before = before_run()
     args = ["trainer.total_training_steps=40", "trainer.save_freq=2", "trainer.test_freq=-1", *RAY2]
     proc = run(tmp_path, "run", *args, popen=True)
     latest = tmp_path / "run" / "latest_checkpointed_iteration.txt"
@@ -139,4 +169,4 @@ def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
     again = run(tmp_path, "run", *args)
     assert f"resumed from {tmp_path / 'run' / f'global_step_{saved}'}" in again.stdout
     assert max(metrics(tmp_path / "run")) == 40
-    no_ray_left(tmp_path, links)
+    no_ray_left(tmp_path, before)

@@ -4,8 +4,9 @@ The controller calls ``worker_group.method(data)`` once; the mode says what each
 workers receives and how their results become one value (as in verl's ``single_controller``):
 
 - ``ONE_TO_ALL``: every worker gets the same arguments; the results come back as a list (one per rank).
-- ``DP_COMPUTE_PROTO``: every `DataProto` argument is split into ``world_size`` equal contiguous chunks (rank r gets
-  chunk r); the returned DataProtos are concatenated in rank order, and ``meta_info["metrics"]`` lists are merged.
+- ``DP_COMPUTE_PROTO``: every `DataProto` argument is split into ``world_size`` equal slices (contiguous chunks, or
+  mini-batch-interleaved and token-balanced: `dp_row_order`); the returned DataProtos are put back in the caller's
+  row order, and ``meta_info["metrics"]`` lists are merged.
   With ``pad=True`` (inference methods) an uneven batch is padded with copies of its first rows and the result is
   trimmed back; without it (updates: copied rows would bias the gradient) an uneven batch is an error.
 - ``RANK_ZERO``: every worker runs the call (collective methods need all ranks) and rank 0's result is returned.
@@ -19,7 +20,10 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+import torch
+
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
 
 MAGIC_ATTR = "_verl_dispatch_mode"
 PAD_ATTR = "_verl_dispatch_pad"
@@ -53,46 +57,84 @@ def registered_methods(cls: type) -> dict[str, tuple[Dispatch, bool]]:
     return out
 
 
-def split_for_dp(data: DataProto, world_size: int, what: str) -> list[DataProto]:
-    """``world_size`` equal contiguous chunks of ``data``; an uneven batch is an error naming the sizes (FSDP ranks
-    must run the same number of forward passes, so no rank may get a different row count)."""
-    if len(data) % world_size:
+def dp_row_order(data: DataProto, world_size: int, what: str) -> list[list[int]]:
+    """Row indices of each rank's slice of ``data``, for ``DP_COMPUTE_PROTO``.
+
+    Plain: equal contiguous chunks. Two ``meta_info`` hints refine it:
+
+    - ``mini_batch_rows`` (M): the rows are consumed in optimizer mini-batches of M; each mini-batch is cut into one
+      part per rank and rank r gets its part of every mini-batch, in order. Rank r's local mini-batch k is then
+      its part of the global mini-batch k, so the update equals the single-process one on any worker count.
+    - ``balance_batch``: the parts get similar token counts (``attention_mask`` sums), verl's sequence balancing.
+
+    An uneven batch is an error naming the sizes (FSDP ranks must run the same number of forward passes).
+    """
+    n = len(data)
+    if n % world_size:
         raise ValueError(
-            f"{what}: a batch of {len(data)} rows does not split evenly over {world_size} data-parallel workers; "
+            f"{what}: a batch of {n} rows does not split evenly over {world_size} data-parallel workers; "
             f"make data.train_batch_size x rollout.n (and the validation set size, or data.val_batch_size) a "
             f"multiple of trainer.nnodes x trainer.n_gpus_per_node = {world_size}"
         )
-    return data.chunk(world_size)
+    mini = int(data.meta_info.get("mini_batch_rows") or n)
+    if n % mini or mini % world_size:
+        mini = n
+    balance = bool(data.meta_info.get("balance_batch")) and data.batch is not None and "attention_mask" in data.batch
+    seqlens = data.batch["attention_mask"].sum(-1).tolist() if balance else None
+    per_rank: list[list[int]] = [[] for _ in range(world_size)]
+    for start in range(0, n, mini):
+        rows = list(range(start, start + mini))
+        if balance:
+            parts = get_seqlen_balanced_partitions([seqlens[i] for i in rows], world_size, equal_size=True)
+            parts = [[rows[i] for i in part] for part in parts]
+        else:
+            size = mini // world_size
+            parts = [rows[r * size : (r + 1) * size] for r in range(world_size)]
+        for r in range(world_size):
+            per_rank[r].extend(parts[r])
+    return per_rank
 
 
 def dispatch_args(
     mode: Dispatch, world_size: int, args: tuple, kwargs: dict, what: str, pad: bool = False
-) -> tuple[list[tuple[tuple, dict]], int]:
-    """Per-rank ``(args, kwargs)`` for one call, and the number of padding rows added (to trim from the result)."""
+) -> tuple[list[tuple[tuple, dict]], int, list[int] | None]:
+    """Per-rank ``(args, kwargs)`` for one call, the number of padding rows added, and the row order the ranks'
+    concatenated results come back in (None: unchanged); `collect_results` undoes both."""
     if mode != Dispatch.DP_COMPUTE_PROTO:
-        return [(args, kwargs)] * world_size, 0
+        return [(args, kwargs)] * world_size, 0, None
+    args, kwargs = list(args), dict(kwargs)
+    protos = [(i, a) for i, a in enumerate(args) if isinstance(a, DataProto)]
+    protos += [(k, v) for k, v in kwargs.items() if isinstance(v, DataProto)]
+    if not protos:
+        return [(tuple(args), kwargs)] * world_size, 0, None
     pad_size = 0
     if pad:
-        args = list(args)
-        for i, a in enumerate(args):
-            if isinstance(a, DataProto):
-                args[i], pad_size = pad_dataproto_to_divisor(a, world_size)
-        for k, v in kwargs.items():
-            if isinstance(v, DataProto):
-                kwargs[k], pad_size = pad_dataproto_to_divisor(v, world_size)
-    split_args = [split_for_dp(a, world_size, what) if isinstance(a, DataProto) else [a] * world_size for a in args]
-    split_kwargs = {
-        k: split_for_dp(v, world_size, what) if isinstance(v, DataProto) else [v] * world_size
-        for k, v in kwargs.items()
-    }
-    per_rank = [
-        (tuple(a[r] for a in split_args), {k: v[r] for k, v in split_kwargs.items()}) for r in range(world_size)
-    ]
-    return per_rank, pad_size
+        for key, value in protos:
+            padded, pad_size = pad_dataproto_to_divisor(value, world_size)
+            if isinstance(key, int):
+                args[key] = padded
+            else:
+                kwargs[key] = padded
+    first = args[protos[0][0]] if isinstance(protos[0][0], int) else kwargs[protos[0][0]]
+    rows = dp_row_order(first, world_size, what)
+    contiguous = all(r == list(range(i * len(r), (i + 1) * len(r))) for i, r in enumerate(rows))
+    per_rank = []
+    for r in range(world_size):
+        index = torch.tensor(rows[r], dtype=torch.long)
+
+        def take(v: Any, index=index, r=r) -> Any:
+            if not isinstance(v, DataProto):
+                return v
+            return v.chunk(world_size)[r] if contiguous else v[index]
+
+        per_rank.append((tuple(take(a) for a in args), {k: take(v) for k, v in kwargs.items()}))
+    order = None if contiguous else [i for r in rows for i in r]
+    return per_rank, pad_size, order
 
 
-def collect_results(mode: Dispatch, results: list[Any], pad_size: int = 0) -> Any:
-    """One value from the per-rank ``results`` of a call (``pad_size`` padding rows trimmed from the end)."""
+def collect_results(mode: Dispatch, results: list[Any], pad_size: int = 0, order: list[int] | None = None) -> Any:
+    """One value from the per-rank ``results`` of a call: rows put back in the caller's order (``order`` from
+    `dispatch_args`) and ``pad_size`` padding rows trimmed from the end."""
     if mode == Dispatch.RANK_ZERO:
         return results[0]
     if mode == Dispatch.ONE_TO_ALL:
@@ -101,6 +143,10 @@ def collect_results(mode: Dispatch, results: list[Any], pad_size: int = 0) -> An
         return results
     with_rows = [r for r in results if r.batch or r.non_tensor_batch]
     out = DataProto.concat(with_rows) if with_rows else DataProto(meta_info=dict(results[0].meta_info))
+    if order is not None and with_rows:
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+        out = out[inverse]
     if pad_size and with_rows:
         out = unpad_dataproto(out, pad_size)
     metrics = [r.meta_info.get("metrics") for r in results]

@@ -199,13 +199,13 @@ class RayWorkerGroup:
 
     def execute(self, role: str, method: str, *args: Any, **kwargs: Any) -> Any:
         mode, pad = registered_methods(self.roles[role].cls)[method]
-        per_rank, pad_size = dispatch_args(mode, self.world_size, args, kwargs, f"{role}.{method}", pad)
+        per_rank, pad_size, order = dispatch_args(mode, self.world_size, args, kwargs, f"{role}.{method}", pad)
         t = time.perf_counter()
         refs = [w.execute.remote(role, method, a, kw) for w, (a, kw) in zip(self.workers, per_rank)]
         results = self._get(refs, role, method)
         self.overhead_s += max(0.0, time.perf_counter() - t - max(r[1] for r in results))
         self.calls += 1
-        return collect_results(mode, [r[0] for r in results], pad_size)
+        return collect_results(mode, [r[0] for r in results], pad_size, order)
 
     def pop_overhead_s(self) -> float:
         out, self.overhead_s = self.overhead_s, 0.0

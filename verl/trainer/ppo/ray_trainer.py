@@ -35,7 +35,6 @@ from verl.trainer.ppo.metric_utils import (
     reduce_metrics,
 )
 from verl.utils.dataset.rl_dataset import PromptLoader, collate_prompts
-from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
 from verl.utils.tracking import Tracking
 
 CRITIC_ESTIMATORS = ("gae",)
@@ -345,7 +344,9 @@ class RayPPOTrainer:
         alg = cfg.algorithm
         batch.meta_info["global_steps"] = self.global_steps
         batch.meta_info["rollout_n"] = cfg.actor_rollout_ref.rollout.n
-        batch = self._order_for_workers(batch, metrics)
+        # hints for data-parallel workers (ignored by local ones): balance tokens across workers, and split each
+        # optimizer mini-batch evenly over them (verl.single_controller.base.decorator.dp_row_order)
+        batch.meta_info["balance_batch"] = bool(cfg.trainer.balance_batch)
         with marked_timer("old_log_prob", timing_raw):
             batch = self._old_log_prob(batch, metrics)
         if self.use_reference_policy:
@@ -363,44 +364,14 @@ class RayPPOTrainer:
         run_callbacks(self.callbacks, "on_advantages", self, batch, metrics)
         if self.use_critic:
             with marked_timer("update_critic", timing_raw):
-                out = self.critic_wg.update_critic(batch)
+                out = self.critic_wg.update_critic(_with_mini_batch_rows(batch, cfg.critic.ppo_mini_batch_size))
             metrics.update(reduce_metrics(out.meta_info["metrics"]))
         if self.global_steps > cfg.trainer.critic_warmup:
             with marked_timer("update_actor", timing_raw):
-                out = self.actor_rollout_wg.update_actor(batch)
+                mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+                out = self.actor_rollout_wg.update_actor(_with_mini_batch_rows(batch, mini))
             metrics.update(reduce_metrics(out.meta_info["metrics"]))
         return batch
-
-    def _order_for_workers(self, batch: DataProto, metrics: dict) -> DataProto:
-        """Reorder rows for the data-parallel workers (each gets one contiguous slice); a no-op with one worker.
-
-        Each optimizer mini-batch k (rows [k*M, (k+1)*M) in the single-process order) is cut into one equal part
-        per worker, and worker r's slice is its parts of every mini-batch in order: so worker r's local mini-batch
-        k is its part of global mini-batch k, and the update is the single-process update on any worker count.
-        With ``trainer.balance_batch`` the parts are balanced by token count (verl's sequence-length balancing).
-        Advantages group by ``uid``, so row order is otherwise free.
-        """
-        dp = getattr(self.actor_rollout_wg, "world_size", 1)
-        if dp <= 1:
-            return batch
-        mini = self.config.actor_rollout_ref.actor.ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n
-        if len(batch) % mini or mini % dp:
-            return batch
-        seqlens = batch.batch["attention_mask"].sum(-1).tolist()
-        slices: list[list[int]] = [[] for _ in range(dp)]
-        for start in range(0, len(batch), mini):
-            rows = list(range(start, start + mini))
-            if self.config.trainer.balance_batch:
-                parts = get_seqlen_balanced_partitions([seqlens[i] for i in rows], dp, equal_size=True)
-                parts = [[rows[i] for i in part] for part in parts]
-            else:
-                parts = [rows[r * (mini // dp) : (r + 1) * (mini // dp)] for r in range(dp)]
-            for r in range(dp):
-                slices[r].extend(parts[r])
-        loads = [sum(seqlens[i] for i in part) for part in slices]
-        metrics["seqlen/worker_tokens_max"] = max(loads)
-        metrics["seqlen/worker_tokens_min"] = min(loads)
-        return batch[torch.tensor([i for part in slices for i in part])]
 
     def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
         old = self.actor_rollout_wg.compute_log_prob(batch)
@@ -592,6 +563,16 @@ def _filter_groups(batch: DataProto, metric: str, n: int) -> tuple[DataProto, in
     keep_uids = {u for u, vs in by_uid.items() if np.std(vs) > 0 or len(vs) == 1}
     mask = np.array([u in keep_uids for u in batch.non_tensor_batch["uid"]])
     return batch[torch.from_numpy(mask)], len(keep_uids)
+
+
+def _with_mini_batch_rows(batch: DataProto, ppo_mini_batch_size: int) -> DataProto:
+    """``batch`` (same tensors) whose meta_info says how many rows one optimizer mini-batch holds."""
+    rows = ppo_mini_batch_size * batch.meta_info.get("rollout_n", 1)
+    return DataProto(
+        batch=batch.batch,
+        non_tensor_batch=batch.non_tensor_batch,
+        meta_info={**batch.meta_info, "mini_batch_rows": rows},
+    )
 
 
 def _copy_prompts(prompts: DataProto) -> DataProto:
