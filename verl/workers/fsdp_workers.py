@@ -49,6 +49,12 @@ def _save_optim(path: str, optimizer, scheduler, extra: dict[str, Any] | None = 
     )
 
 
+def _set_dynamic_bsz(data: DataProto, cfg) -> None:
+    """Token-budget micro-batches for a log-prob pass (``log_prob_use_dynamic_bsz``, ``log_prob_max_token_len_per_gpu``)."""
+    data.meta_info.setdefault("use_dynamic_bsz", bool(cfg.get("log_prob_use_dynamic_bsz", False)))
+    data.meta_info.setdefault("max_token_len", cfg.get("log_prob_max_token_len_per_gpu", None))
+
+
 class ActorRolloutRefWorker:
     """``role``: ``actor_rollout``, ``actor_rollout_ref`` or ``ref``."""
 
@@ -70,7 +76,13 @@ class ActorRolloutRefWorker:
             self.actor_optimizer, self.actor_lr_scheduler = build_optimizer(
                 self.actor_module, cfg.actor.optim, self.total_training_steps
             )
-            self.actor = DataParallelPPOActor(cfg.actor, self.actor_module, self.actor_optimizer)
+            self.actor = DataParallelPPOActor(
+                cfg.actor,
+                self.actor_module,
+                self.actor_optimizer,
+                use_remove_padding=cfg.model.get("use_remove_padding", False),
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
             self.rollout = HFRollout(
                 self.actor_module,
                 cfg.rollout,
@@ -81,7 +93,12 @@ class ActorRolloutRefWorker:
         if self._is_ref:
             self.ref_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype)
             self.ref_module.requires_grad_(False)
-            self.ref_policy = DataParallelPPOActor(cfg.actor, self.ref_module)
+            self.ref_policy = DataParallelPPOActor(
+                cfg.actor,
+                self.ref_module,
+                use_remove_padding=cfg.model.get("use_remove_padding", False),
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         prompts.meta_info.setdefault("eos_token_id", self.tokenizer.eos_token_id)
@@ -91,6 +108,7 @@ class ActorRolloutRefWorker:
     def compute_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.rollout.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
+        _set_dynamic_bsz(data, self.config.rollout)
         log_probs, entropys = self.actor.compute_log_prob(data, calculate_entropy=True)
         return DataProto.from_dict(
             {"old_log_probs": log_probs, "entropys": entropys}, meta_info={"temperature": data.meta_info["temperature"]}
@@ -99,6 +117,7 @@ class ActorRolloutRefWorker:
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.ref.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
+        _set_dynamic_bsz(data, self.config.ref)
         log_probs, _ = self.ref_policy.compute_log_prob(data)
         return DataProto.from_dict({"ref_log_prob": log_probs})
 

@@ -655,6 +655,25 @@ def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mode: str
     raise ValueError(f"Invalid loss_agg_mode {loss_agg_mode!r}; choose one of {LOSS_AGG_MODES}")
 
 
+def agg_loss_weight(micro_mask: torch.Tensor, mini_mask: torch.Tensor, loss_agg_mode: str) -> float:
+    """Weight of a micro-batch's ``agg_loss`` so that the weighted sum over micro-batches equals ``agg_loss`` over
+    the whole mini-batch (exact gradient accumulation, also with unequal micro-batches from ``use_dynamic_bsz``):
+
+        token-mean:               tokens(micro) / tokens(mini)
+        seq-mean-token-sum/-mean: sequences with a token(micro) / sequences with a token(mini)
+        seq-mean-token-sum-norm:  1 (the normaliser is the constant response length)
+    """
+    if loss_agg_mode == "token-mean":
+        total = float(mini_mask.sum())
+        return float(micro_mask.sum()) / total if total > 0 else 0.0
+    if loss_agg_mode == "seq-mean-token-sum-norm":
+        return 1.0
+    if loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-mean"):
+        total = float((mini_mask.sum(-1) > 0).sum())
+        return float((micro_mask.sum(-1) > 0).sum()) / total if total > 0 else 0.0
+    raise ValueError(f"Invalid loss_agg_mode {loss_agg_mode!r}; choose one of {LOSS_AGG_MODES}")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Policy losses
 # --------------------------------------------------------------------------------------------------------------------

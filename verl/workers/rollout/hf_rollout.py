@@ -35,6 +35,7 @@ Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (b
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -240,7 +241,7 @@ class HFRollout:
         was_training = module.training
         module.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._autocast():
                 for start in range(0, max(bs, 1), max(micro, 1)):
                     end = min(start + micro, bs)
                     parts.append(
@@ -254,6 +255,16 @@ class HFRollout:
         return DataProto(batch=out, non_tensor_batch=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info))
 
     # ------------------------------------------------------------------------------------------------- internals
+
+    def _autocast(self):
+        """``rollout.dtype: bf16``: sample under ``torch.autocast`` (the module's fp32 weights stay as they are)."""
+        name = str(_cfg_get(self.config, "dtype", "fp32")).lower()
+        if name in ("fp32", "float32"):
+            return contextlib.nullcontext()
+        dtypes = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+        if name not in dtypes:
+            raise ValueError(f"HFRollout: rollout.dtype={name!r}: use fp32, bf16 or fp16")
+        return torch.autocast(device_type=self._device().type, dtype=dtypes[name])
 
     def _forward(self, input_ids, attention_mask, position_ids, past_key_values):
         kwargs: dict[str, Any] = {
