@@ -285,6 +285,21 @@ class HFRollout:
             raise RuntimeError(f"HFRollout: {type(self.module).__name__} returned no KV cache with use_cache=True")
         return out.logits[:, -1, :].float(), cache
 
+    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor):
+        """The prompt forward pass. With ``share_prompt_prefill`` (default) identical prompt rows (a prompt repeated
+        ``n`` times for its samples) are computed once and their KV cache and last logits copied to every copy: the
+        same numbers, 1/n of the prefill work."""
+        if _cfg_get(self.config, "share_prompt_prefill", True) and ids.shape[0] > 1:
+            rows = torch.cat([ids, mask.to(ids.dtype), pos.to(ids.dtype)], dim=1)
+            unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
+            if unique.shape[0] < ids.shape[0]:
+                first = torch.full((unique.shape[0],), ids.shape[0], dtype=torch.long, device=ids.device)
+                first.scatter_reduce_(0, inverse, torch.arange(ids.shape[0], device=ids.device), reduce="amin")
+                logits, cache = self._forward(ids[first], mask[first], pos[first], None)
+                if _can_select_rows(cache):
+                    return logits[inverse], _select_rows(cache, inverse)
+        return self._forward(ids, mask, pos, None)
+
     def _generate_chunk(
         self,
         prompt_ids: torch.Tensor,
@@ -310,7 +325,7 @@ class HFRollout:
         resp_mask = torch.zeros((n, resp_len), dtype=mask.dtype, device=device)
 
         if n > 0:
-            logits, cache = self._forward(ids, mask, pos, None)
+            logits, cache = self._prefill(ids, mask, pos)
             retire = self.retire_finished and _can_select_rows(cache)
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
             done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
