@@ -19,6 +19,20 @@ from dataclasses import dataclass
 import torch
 
 
+def check_packing_support() -> None:
+    """Packed rows rely on transformers telling sequences apart by their restarting ``position_ids`` (with
+    ``attention_mask=None``); without it every token would attend across sequences. Raise when it is missing."""
+    try:
+        from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401
+    except ImportError as e:
+        import transformers
+
+        raise RuntimeError(
+            f"actor_rollout_ref.model.use_remove_padding=true needs transformers' packed-sequence masks "
+            f"(masking_utils.find_packed_sequence_indices, in 5.x), missing in transformers {transformers.__version__}. Upgrade it or set use_remove_padding=false."
+        ) from e
+
+
 @dataclass
 class PackedBatch:
     input_ids: torch.Tensor  # (num_rows, width)

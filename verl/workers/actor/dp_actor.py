@@ -15,7 +15,12 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
-from verl.utils.remove_padding import pack_sequences, packed_response_logits, unpack_to_response
+from verl.utils.remove_padding import (
+    check_packing_support,
+    pack_sequences,
+    packed_response_logits,
+    unpack_to_response,
+)
 from verl.utils.seqlen_balancing import get_reverse_idx, rearrange_micro_batches
 from verl.utils.torch_functional import logprobs_and_entropy_from_logits
 
@@ -86,6 +91,8 @@ class DataParallelPPOActor:
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = bool(use_remove_padding)
         self.pad_token_id = int(pad_token_id)
+        if self.use_remove_padding:
+            check_packing_support()
 
     def _forward_micro(
         self, b: dict[str, torch.Tensor], temperature: float, calculate_entropy: bool, entropy_grad: bool = False
