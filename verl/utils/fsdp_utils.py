@@ -165,5 +165,15 @@ def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def all_reduce_max(value: int) -> int:
+    """The largest ``value`` over the data-parallel ranks (itself when there is one process)."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        t = torch.tensor([value], dtype=torch.int64)
+        t = t.to("cuda") if dist.get_backend() == "nccl" else t
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return int(t.item())
+    return value
+
+
 def dp_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1

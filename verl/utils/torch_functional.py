@@ -109,3 +109,19 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """log softmax(logits)[labels]: logits (bs, L, V), labels (bs, L) -> (bs, L), computed in float32."""
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
+def logprobs_and_entropy_from_logits(
+    logits: torch.Tensor, labels: torch.Tensor, calculate_entropy: bool = True, entropy_grad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`logprobs_from_logits` and `entropy_from_logits` from one ``log_softmax`` (float32): one pass over the
+    vocabulary instead of three. H = -sum_v p_v log p_v with p = exp(log p). Shapes (..., V), (...) -> (...), (...).
+    ``entropy_grad=False`` computes the entropy outside the autograd graph (a metric only: no saved activations)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    token_logp = logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    if not calculate_entropy:
+        return token_logp, None
+    if entropy_grad:
+        return token_logp, -(logp.exp() * logp).sum(dim=-1)
+    with torch.no_grad():
+        return token_logp, -(logp.exp() * logp).sum(dim=-1)

@@ -50,6 +50,12 @@ def _fsdp_config(cfg) -> dict:
     return dict(cfg.get("fsdp_config") or {})
 
 
+def _set_dynamic_bsz(data: DataProto, cfg) -> None:
+    """Token-budget micro-batches for a log-prob pass (``log_prob_use_dynamic_bsz``, ``log_prob_max_token_len_per_gpu``)."""
+    data.meta_info.setdefault("use_dynamic_bsz", bool(cfg.get("log_prob_use_dynamic_bsz", False)))
+    data.meta_info.setdefault("max_token_len", cfg.get("log_prob_max_token_len_per_gpu", None))
+
+
 def _set_params(module: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> None:
     """Point ``module``'s parameters at ``state``'s tensors (None: at empty tensors, freeing the memory). Tied
     parameters are one object, so they stay tied."""
@@ -106,7 +112,13 @@ class ActorRolloutRefWorker(Worker):
             self.actor_optimizer, self.actor_lr_scheduler = build_optimizer(
                 self.actor_module, cfg.actor.optim, self.total_training_steps
             )
-            self.actor = DataParallelPPOActor(cfg.actor, self.actor_module, self.actor_optimizer)
+            self.actor = DataParallelPPOActor(
+                cfg.actor,
+                self.actor_module,
+                self.actor_optimizer,
+                use_remove_padding=cfg.model.get("use_remove_padding", False),
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
             self.rollout = HFRollout(
                 self.rollout_module,
                 cfg.rollout,
@@ -121,7 +133,12 @@ class ActorRolloutRefWorker(Worker):
                 apply_fsdp2(self.ref_module, _fsdp_config(cfg.ref), self.device)
             else:
                 self.ref_module.to(self.device)
-            self.ref_policy = DataParallelPPOActor(cfg.actor, self.ref_module)
+            self.ref_policy = DataParallelPPOActor(
+                cfg.actor,
+                self.ref_module,
+                use_remove_padding=cfg.model.get("use_remove_padding", False),
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
 
     def _gather_rollout_weights(self) -> None:
         if self.rollout_module is not self.actor_module:
@@ -150,6 +167,7 @@ class ActorRolloutRefWorker(Worker):
     def compute_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.rollout.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
+        _set_dynamic_bsz(data, self.config.rollout)
         log_probs, entropys = self.actor.compute_log_prob(self.to_device(data), calculate_entropy=True)
         out = {"old_log_probs": log_probs, "entropys": entropys}
         return self.to_host(DataProto.from_dict(out, meta_info={"temperature": data.meta_info["temperature"]}))
@@ -158,6 +176,7 @@ class ActorRolloutRefWorker(Worker):
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         data.meta_info.setdefault("micro_batch_size", self.config.ref.log_prob_micro_batch_size_per_gpu)
         data.meta_info.setdefault("temperature", self.config.rollout.temperature)
+        _set_dynamic_bsz(data, self.config.ref)
         log_probs, _ = self.ref_policy.compute_log_prob(self.to_device(data))
         return self.to_host(DataProto.from_dict({"ref_log_prob": log_probs}))
 

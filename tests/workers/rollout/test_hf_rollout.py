@@ -319,7 +319,15 @@ def test_retiring_matches_plain_path_and_shrinks_the_batch(shipped):
     for sampling in ({"do_sample": False}, {"do_sample": True, "temperature": 1.0, "top_p": 0.95}):
         results, sizes = {}, {}
         for retire in (True, False):
-            rollout = make_rollout(model, tokenizer, seed=3, retire_finished=retire, response_length=32, **sampling)
+            rollout = make_rollout(
+                model,
+                tokenizer,
+                seed=3,
+                retire_finished=retire,
+                response_length=32,
+                share_prompt_prefill=False,
+                **sampling,
+            )
             out, sizes[retire] = generate_counting_batches(rollout, prompts)
             results[retire] = out.batch
         for key in OUTPUT_KEYS - {"rollout_log_probs"}:
@@ -330,6 +338,23 @@ def test_retiring_matches_plain_path_and_shrinks_the_batch(shipped):
         assert sizes[True][-1] < bs  # finished rows were dropped from the batch
         assert sum(sizes[True]) < sum(sizes[False])
         assert len(sizes[True]) <= len(sizes[False])
+
+
+@pytest.mark.parametrize("retire", [True, False])
+def test_shared_prompt_prefill_gives_the_same_samples_with_one_prefill_per_prompt(shipped, retire):
+    model, tokenizer = shipped
+    prompts = make_prompts(tokenizer, QUESTIONS).repeat(4, interleave=True)  # n = 4 samples per prompt
+    results, sizes = {}, {}
+    for share in (True, False):
+        rollout = make_rollout(
+            model, tokenizer, seed=5, retire_finished=retire, response_length=16, share_prompt_prefill=share
+        )
+        out, sizes[share] = generate_counting_batches(rollout, prompts)
+        results[share] = out.batch
+    for key in OUTPUT_KEYS - {"rollout_log_probs"}:
+        assert torch.equal(results[True][key], results[False][key]), key
+    assert torch.allclose(results[True]["rollout_log_probs"], results[False]["rollout_log_probs"], atol=1e-5)
+    assert sizes[True][0] == len(QUESTIONS) and sizes[False][0] == len(prompts)  # the prefill ran once per prompt
 
 
 def test_cache_row_selection_support(shipped):

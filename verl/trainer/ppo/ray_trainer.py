@@ -373,7 +373,25 @@ class RayPPOTrainer:
             metrics.update(reduce_metrics(out.meta_info["metrics"]))
         return batch
 
+    def _old_log_prob_is_current(self, batch: DataProto) -> bool:
+        """Whether the old-log-prob pass can be skipped because it would equal the update's own log-probs: one PPO
+        epoch over exactly one mini-batch (the update runs on the weights that sampled), no KL in the reward and no
+        step callbacks (both read ``old_log_probs`` before the update). ``actor.skip_old_log_prob_on_policy`` turns
+        it off. The actor then uses its current log-probs, detached, as ``old_log_probs`` (models without dropout,
+        as Qwen2/Llama configs)."""
+        a = self.config.actor_rollout_ref.actor
+        n = self.config.actor_rollout_ref.rollout.n
+        return (
+            bool(a.get("skip_old_log_prob_on_policy", False))
+            and a.ppo_epochs == 1
+            and a.ppo_mini_batch_size * n >= len(batch)
+            and not self.config.algorithm.use_kl_in_reward
+            and not self.callbacks
+        )
+
     def _old_log_prob(self, batch: DataProto, metrics: dict) -> DataProto:
+        if self._old_log_prob_is_current(batch):
+            return batch  # the actor's update computes them (and the entropy metric) in its own pass
         old = self.actor_rollout_wg.compute_log_prob(batch)
         entropy = old.batch.pop("entropys")
         metrics["actor/entropy"] = core_algos.agg_loss(
@@ -385,6 +403,8 @@ class RayPPOTrainer:
         """``ref_log_prob`` and, for callbacks, ``token_level_kl``: the ``algorithm.kl_penalty`` estimate per token."""
         batch = batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
         b = batch.batch
+        if "old_log_probs" not in b:  # skipped on-policy pass: no callback reads token_level_kl
+            return batch
         kind = self.config.algorithm.kl_penalty.rstrip("+")
         kl = core_algos.kl_penalty(b["old_log_probs"], b["ref_log_prob"], kind).detach()
         b["token_level_kl"] = kl * b["response_mask"].to(kl.dtype)

@@ -6,6 +6,8 @@ batch. Data-parallel across processes comes from the worker that wraps it (FSDP)
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from collections import defaultdict
 from typing import Any
 
@@ -13,17 +15,46 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
-from verl.utils.fsdp_utils import all_reduce_sum, clip_grad_norm, dp_size
-from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
+from verl.utils.fsdp_utils import all_reduce_max, all_reduce_sum, clip_grad_norm, dp_size
+from verl.utils.remove_padding import (
+    check_packing_support,
+    pack_sequences,
+    packed_response_logits,
+    unpack_to_response,
+)
+from verl.utils.seqlen_balancing import get_reverse_idx, rearrange_micro_batches
+from verl.utils.torch_functional import logprobs_and_entropy_from_logits
+
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_context(module: torch.nn.Module, dtype_name: str | None):
+    """``torch.autocast`` on the module's device for ``bf16``/``fp16`` (fp32 master weights stay); fp32/None: off."""
+    dtype = AUTOCAST_DTYPES.get(dtype_name or "fp32", "bad")
+    if dtype == "bad":
+        raise ValueError(f"autocast dtype {dtype_name!r}: use fp32, bf16 or fp16")
+    if dtype is None:
+        return contextlib.nullcontext()
+    device = next(module.parameters()).device.type
+    return torch.autocast(device_type=device, dtype=dtype)
+
+
+def _takes_logits_to_keep(module) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def forward_response_logits(module, micro: dict[str, torch.Tensor], response_length: int, temperature: float):
     """Logits that predict each response token: positions [-R-1, -1) of the full sequence, divided by temperature."""
+    kwargs = {"logits_to_keep": response_length + 1} if _takes_logits_to_keep(module) else {}
     out = module(
         input_ids=micro["input_ids"],
         attention_mask=micro["attention_mask"],
         position_ids=micro["position_ids"],
         use_cache=False,
+        **kwargs,  # the lm_head runs on the response positions only
     )
     logits = out.logits[:, -response_length - 1 : -1, :].float()
     return logits / temperature if temperature != 1.0 else logits
@@ -41,13 +72,65 @@ def split_into_micro_batches(data: DataProto, micro_batch_size: int) -> list[Dat
     return data.split(max(1, int(micro_batch_size)))
 
 
+def make_micro_batches(
+    data: DataProto, micro_batch_size: int, use_dynamic_bsz: bool = False, max_token_len: int | None = None
+) -> tuple[list[DataProto], list[list[int]] | None]:
+    """Fixed-size micro-batches of ``micro_batch_size`` rows, or (``use_dynamic_bsz``) token-budget micro-batches of
+    at most ``max_token_len`` real tokens each, with their row indices (None for fixed-size ones: batch order)."""
+    if use_dynamic_bsz:
+        if not max_token_len:
+            raise ValueError("use_dynamic_bsz needs a max token length (ppo/log_prob_max_token_len_per_gpu)")
+        micros, groups = rearrange_micro_batches(data, max_token_len)
+        # FSDP ranks must run the same number of forward/backward passes: every rank takes the largest count
+        count = all_reduce_max(len(micros))
+        if count > len(micros):
+            micros, groups = rearrange_micro_batches(data, max_token_len, min_micro_batches=count)
+        return micros, groups
+    return split_into_micro_batches(data, micro_batch_size), None
+
+
 class DataParallelPPOActor:
     """``compute_log_prob`` (with entropy) and ``update_policy`` over an HF causal LM."""
 
-    def __init__(self, config, actor_module: torch.nn.Module, actor_optimizer: torch.optim.Optimizer | None = None):
+    def __init__(
+        self,
+        config,
+        actor_module: torch.nn.Module,
+        actor_optimizer: torch.optim.Optimizer | None = None,
+        use_remove_padding: bool = False,
+        pad_token_id: int = 0,
+    ):
         self.config = config
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
+        self.use_remove_padding = bool(use_remove_padding)
+        self.pad_token_id = int(pad_token_id)
+        if self.use_remove_padding:
+            check_packing_support()
+
+    def _forward_micro(
+        self, b: dict[str, torch.Tensor], temperature: float, calculate_entropy: bool, entropy_grad: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs (bs, R) of ``responses`` and entropies (bs, R) from one forward pass and one log-softmax.
+
+        Padded (plain) or packed (``use_remove_padding``); under ``autocast_dtype`` when set. The entropy carries a
+        gradient only with ``entropy_grad``."""
+        r = b["responses"]
+        with autocast_context(self.actor_module, self.config.get("autocast_dtype", "fp32")):
+            if self.use_remove_padding:
+                packed = pack_sequences(b["input_ids"], b["attention_mask"], r.shape[1], self.pad_token_id)
+                logits = packed_response_logits(self.actor_module, packed, temperature)
+                labels = packed.labels
+            else:
+                logits = forward_response_logits(self.actor_module, b, r.shape[1], temperature)
+                labels = r
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            log_prob, entropy = logprobs_and_entropy_from_logits(logits, labels, calculate_entropy, entropy_grad)
+        if self.use_remove_padding:
+            bs, width = r.shape
+            log_prob = unpack_to_response(log_prob, packed, bs, width)
+            entropy = None if entropy is None else unpack_to_response(entropy, packed, bs, width)
+        return log_prob, entropy
 
     @torch.no_grad()
     def compute_log_prob(self, data: DataProto, calculate_entropy: bool = False):
@@ -57,21 +140,38 @@ class DataParallelPPOActor:
         micro_bsz = data.meta_info.get("micro_batch_size", 128)
         temperature = data.meta_info.get("temperature", 1.0)
         keys = ["responses", "input_ids", "attention_mask", "position_ids"]
+        micros, groups = make_micro_batches(
+            data.select(batch_keys=keys),
+            micro_bsz,
+            data.meta_info.get("use_dynamic_bsz", False),
+            data.meta_info.get("max_token_len"),
+        )
         log_probs, entropys = [], []
-        for micro in split_into_micro_batches(data.select(batch_keys=keys), micro_bsz):
-            r = micro.batch["responses"]
-            logits = forward_response_logits(self.actor_module, micro.batch, r.shape[1], temperature)
-            log_probs.append(logprobs_from_logits(logits, r))
+        for micro in micros:
+            log_prob, entropy = self._forward_micro(micro.batch, temperature, calculate_entropy)
+            log_probs.append(log_prob)
             if calculate_entropy:
-                entropys.append(entropy_from_logits(logits))
+                entropys.append(entropy)
         self.actor_module.train(was_training)
-        return torch.cat(log_probs), (torch.cat(entropys) if calculate_entropy else None)
+        log_probs = torch.cat(log_probs)
+        entropys = torch.cat(entropys) if calculate_entropy else None
+        if groups is not None:  # token-budget micro-batches regrouped the rows: restore the batch order
+            reverse = get_reverse_idx(groups)
+            log_probs = log_probs[reverse]
+            entropys = entropys[reverse] if entropys is not None else None
+        return log_probs, entropys
 
     def update_policy(self, data: DataProto) -> dict[str, list[float]]:
         """PPO epochs over mini-batches (one optimizer step each), micro-batches accumulating gradients.
 
         Needs ``responses``, ``response_mask``, ``input_ids``, ``attention_mask``, ``position_ids``,
-        ``old_log_probs``, ``advantages`` and, with ``use_kl_loss``, ``ref_log_prob``.
+        ``old_log_probs``, ``advantages`` and, with ``use_kl_loss``, ``ref_log_prob``. Without ``old_log_probs``
+        (the trainer skipped the old-log-prob pass because the update is exactly on-policy: one epoch, one
+        mini-batch) the current log-probs, detached, stand in for them, and ``actor/entropy`` comes from this pass.
+
+        Each micro-batch's loss is weighted by `core_algos.micro_batch_loss_weight` (over all data-parallel ranks), so
+        the accumulated gradient equals the whole mini-batch's, for fixed-size and token-budget (``use_dynamic_bsz``)
+        micro-batches alike, on any number of workers.
         """
         cfg = self.config
         self.actor_module.train()
@@ -82,9 +182,11 @@ class DataParallelPPOActor:
             "input_ids",
             "attention_mask",
             "position_ids",
-            "old_log_probs",
             "advantages",
         ]
+        on_policy = "old_log_probs" not in data.batch
+        if not on_policy:
+            keys.append("old_log_probs")
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
         data = data.select(batch_keys=keys)
@@ -100,15 +202,17 @@ class DataParallelPPOActor:
             shuffled = data[order] if cfg.shuffle else data
             for mini in shuffled.split(mini_bsz):
                 self.actor_optimizer.zero_grad(set_to_none=True)
+                micros, _ = make_micro_batches(mini, micro_bsz, cfg.use_dynamic_bsz, cfg.ppo_max_token_len_per_gpu)
                 counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
                 weighted: dict[str, float] = defaultdict(float)
-                for micro in split_into_micro_batches(mini, micro_bsz):
+                for micro in micros:
                     weight = core_algos.micro_batch_loss_weight(
                         micro.batch["response_mask"], counts, cfg.loss_agg_mode, dp_size()
                     )
-                    stats = self._micro_step(micro, policy_loss_fn, temperature, weight)
+                    stats = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy)
                     for k, v in stats.items():
                         weighted[k] += v * weight
+                # the mini-batch's losses, KL and entropy aggregated exactly as the loss is (all ranks, all micros)
                 for k, v in mini_batch_means(weighted).items():
                     metrics[k].append(v)
                 grad_norm = clip_grad_norm(self.actor_module, cfg.grad_clip)
@@ -120,14 +224,19 @@ class DataParallelPPOActor:
         self.actor_optimizer.zero_grad(set_to_none=True)
         return dict(metrics)
 
-    def _micro_step(self, micro: DataProto, policy_loss_fn, temperature: float, scale: float) -> dict[str, Any]:
+    def _micro_step(
+        self, micro: DataProto, policy_loss_fn, temperature: float, scale: float, on_policy: bool = False
+    ) -> dict[str, Any]:
         cfg = self.config
         b = micro.batch
         response_mask = b["response_mask"].to(torch.float32)
-        logits = forward_response_logits(self.actor_module, b, b["responses"].shape[1], temperature)
-        log_prob = logprobs_from_logits(logits, b["responses"])
+        need_entropy = cfg.entropy_coeff != 0 or on_policy
+        log_prob, entropy_tokens = self._forward_micro(
+            b, temperature, calculate_entropy=need_entropy, entropy_grad=cfg.entropy_coeff != 0
+        )
+        old_log_prob = log_prob.detach() if on_policy else b["old_log_probs"]
         pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower = policy_loss_fn(
-            old_log_prob=b["old_log_probs"],
+            old_log_prob=old_log_prob,
             log_prob=log_prob,
             advantages=b["advantages"],
             response_mask=response_mask,
@@ -136,9 +245,10 @@ class DataParallelPPOActor:
         )
         stats: dict[str, Any] = {}
         loss = pg_loss
-        if cfg.entropy_coeff != 0:
-            entropy = core_algos.agg_loss(entropy_from_logits(logits), response_mask, cfg.loss_agg_mode)
-            loss = loss - cfg.entropy_coeff * entropy
+        if need_entropy:
+            entropy = core_algos.agg_loss(entropy_tokens, response_mask, cfg.loss_agg_mode)
+            if cfg.entropy_coeff != 0:
+                loss = loss - cfg.entropy_coeff * entropy
             stats["actor/entropy"] = entropy.item()
         if cfg.use_kl_loss:
             kld = core_algos.kl_penalty(log_prob, b["ref_log_prob"], cfg.kl_loss_type)

@@ -36,6 +36,7 @@ Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (b
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -282,7 +283,7 @@ class HFRollout:
         was_training = module.training
         module.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._autocast():
                 for start in range(0, max(bs, 1), max(micro, 1)):
                     end = min(start + micro, bs)
                     parts.append(
@@ -302,6 +303,16 @@ class HFRollout:
 
     # ------------------------------------------------------------------------------------------------- internals
 
+    def _autocast(self):
+        """``rollout.dtype: bf16``: sample under ``torch.autocast`` (the module's fp32 weights stay as they are)."""
+        name = str(_cfg_get(self.config, "dtype", "fp32")).lower()
+        if name in ("fp32", "float32"):
+            return contextlib.nullcontext()
+        dtypes = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+        if name not in dtypes:
+            raise ValueError(f"HFRollout: rollout.dtype={name!r}: use fp32, bf16 or fp16")
+        return torch.autocast(device_type=self._device().type, dtype=dtypes[name])
+
     def _forward(self, input_ids, attention_mask, position_ids, past_key_values):
         kwargs: dict[str, Any] = {
             "input_ids": input_ids,
@@ -320,6 +331,21 @@ class HFRollout:
         if cache is None:
             raise RuntimeError(f"HFRollout: {type(self.module).__name__} returned no KV cache with use_cache=True")
         return out.logits[:, -1, :].float(), cache
+
+    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor):
+        """The prompt forward pass. With ``share_prompt_prefill`` (default) identical prompt rows (a prompt repeated
+        ``n`` times for its samples) are computed once and their KV cache and last logits copied to every copy: the
+        same numbers, 1/n of the prefill work."""
+        if _cfg_get(self.config, "share_prompt_prefill", True) and ids.shape[0] > 1:
+            rows = torch.cat([ids, mask.to(ids.dtype), pos.to(ids.dtype)], dim=1)
+            unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
+            if unique.shape[0] < ids.shape[0]:
+                first = torch.full((unique.shape[0],), ids.shape[0], dtype=torch.long, device=ids.device)
+                first.scatter_reduce_(0, inverse, torch.arange(ids.shape[0], device=ids.device), reduce="amin")
+                logits, cache = self._forward(ids[first], mask[first], pos[first], None)
+                if _can_select_rows(cache):
+                    return logits[inverse], _select_rows(cache, inverse)
+        return self._forward(ids, mask, pos, None)
 
     def _generate_chunk(
         self,
@@ -347,7 +373,7 @@ class HFRollout:
         resp_mask = torch.zeros((n, resp_len), dtype=mask.dtype, device=device)
 
         if n > 0:
-            logits, cache = self._forward(ids, mask, pos, None)
+            logits, cache = self._prefill(ids, mask, pos)
             retire = self.retire_finished and _can_select_rows(cache)
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
             done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
