@@ -102,8 +102,8 @@ def no_ray_left(tmp_path, before: tuple[set[str], set[str]]) -> None:
 
 @pytest.mark.parametrize("estimator", ["grpo", "gae"])
 def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, estimator):
-    """GRPO: actor + rollout + reference (KL loss) and a reward model colocated in the 2 worker processes.
-    GAE: the critic on a resource pool of its own (one process)."""
+    """GRPO: actor + rollout + reference (KL loss) and a reward model colocated in the 2 worker processes, with
+    token-budget micro-batches. GAE: the critic on a resource pool of its own (one process)."""
     from verl.models.tiny import save_tiny_classifier
 
     before = before_run()
@@ -112,6 +112,13 @@ def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, est
         rm_dir = save_tiny_classifier(str(tmp_path / "rm"), labels=("score",))
         common += ["actor_rollout_ref.actor.use_kl_loss=true", "reward_model.enable=true"]
         common += [f"reward_model.model.path={rm_dir}"]
+        # token-budget micro-batches: ranks must agree on their count (FSDP), and the loss weights stay exact
+        common += [
+            "actor_rollout_ref.actor.use_dynamic_bsz=true",
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=300",
+        ]
+        common += ["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true"]
+        common += ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=300"]
         placement = []
     else:
         placement = ["critic.enable_resource_pool=true", "critic.n_gpus_per_node=1"]
