@@ -140,7 +140,12 @@ def child_verl(a: argparse.Namespace, paths: dict[str, str], overrides: list[str
         *overrides,
     ]
     trainer = build_trainer(load_config("ppo_trainer", args))
-    n_params = matmul_params(trainer.actor_rollout_wg.actor_module)
+    module = getattr(trainer.actor_rollout_wg, "actor_module", None)  # local backend: the live module
+    if module is None:  # trainer.backend=ray: the workers hold shards; count the same model on the driver
+        from verl.utils.model import load_causal_lm
+
+        module = load_causal_lm(paths["model"])
+    n_params = matmul_params(module)
     steps = []
     for _ in range(a.steps):
         m = trainer.train_step()
@@ -156,7 +161,7 @@ def child_verl(a: argparse.Namespace, paths: dict[str, str], overrides: list[str
                 "reward": m["critic/score/mean"],
             }
         )
-    trainer.close()
+    trainer.shutdown()
     return {"steps": steps, "matmul_params": n_params}
 
 
