@@ -372,3 +372,22 @@ def test_a_raising_callback_leaves_a_resumable_checkpoint(tmp_path):
     resumed = make().train(max_steps=2, eval_interval=-1)
     assert resumed.steps["actor/pg_loss"] == [2]  # resumed at step 2 from the intact checkpoint
     assert (tmp_path / "latest_checkpointed_iteration.txt").read_text() == "2"
+
+
+@pytest.mark.slow
+def test_python_api_runs_the_ray_backend_and_shuts_it_down(tmp_path, monkeypatch):
+    """PPOTrainer with trainer.backend=ray: two worker processes started in-process, one training step, and the
+    context manager's exit stops them (no Ray process left)."""
+    pytest.importorskip("ray", reason="the Ray backend needs ray: pip install 'ray[default]'")
+    import ray
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Ray's own defaults may write under HOME
+    overrides = {**QUIET, "trainer.backend": "ray", "trainer.n_gpus_per_node": 2, "trainer.val_before_train": False}
+    with PPOTrainer(
+        actor_model=MODEL, adv_estimator="grpo", data_config=TINY_DATA, output_dir=tmp_path, overrides=overrides
+    ) as trainer:
+        out = trainer.train_step()
+        assert out["step"] == 1 and math.isfinite(out["loss"])
+        assert ray.is_initialized()
+        assert len(json.load(open(tmp_path / "workers.json"))) == 2
+    assert not ray.is_initialized()
