@@ -75,19 +75,26 @@ def test_two_workers_one_storage_with_crashing_trial(tmp_path):
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     study = optuna.load_study(study_name="ppo-tune", storage=storage)
-    assert sorted(states(study)) == ["COMPLETE", "COMPLETE", "FAIL"], outs
+    reasons = {
+        t.number: (t.state.name, t.user_attrs.get("fail_reason"), t.user_attrs.get("error_tail", "")[-1500:])
+        for t in study.trials
+    }
+    # the three queued trials (numbers 0-2) ran as queued; two workers racing for the last queued trial may add one
+    # sampled trial (--n-trials counts per study, and a worker that lost the race already asked for a trial)
+    if states(study)[:3] != ["COMPLETE", "FAIL", "COMPLETE"] or len(study.trials) > 4:
+        pytest.fail(f"trial states: {reasons}\ntuner outputs: {outs}")
     assert len({t.system_attrs["verl:pid"] for t in study.trials}) == 2  # both workers ran trials
-    failed = next(t for t in study.trials if t.state.name == "FAIL")
+    failed = study.trials[1]
     assert "nonexistent" in failed.user_attrs["fail_reason"] and "nonexistent" in failed.user_attrs["error_tail"]
     for t in study.trials:
         d = t.user_attrs["trial_dir"]
         assert os.path.exists(os.path.join(d, "config.yaml")) and os.path.exists(os.path.join(d, "train.log"))
     summary = json.loads((tmp_path / "best_params.json").read_text())
-    assert summary["best_trial"] in (0, 2)
+    assert summary["best_trial"] in (0, 2, 3)
     cfg = load_config("ppo_trainer", ["--config", summary["best_config"]])
     assert cfg.actor_rollout_ref.actor.optim.lr == summary["best_params"]["actor_rollout_ref.actor.optim.lr"]
     assert "| FAIL |" in (tmp_path / "trials.md").read_text()
-    assert (tmp_path / "trials.csv").read_text().count("\n") == 4
+    assert (tmp_path / "trials.csv").read_text().count("\n") >= 4  # header + the queued trials
     for png in ("optimization_history.png", "intermediate_values.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
