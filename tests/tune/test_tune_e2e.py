@@ -73,7 +73,8 @@ def test_two_workers_one_storage_with_crashing_trial(tmp_path):
         for i in range(2)
     ]
     outs = [p.communicate(timeout=240)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outs
+    if not all(p.returncode == 0 for p in procs):
+        pytest.fail("tuner exit codes {}:\n{}".format([p.returncode for p in procs], "\n----\n".join(outs)))
     study = optuna.load_study(study_name="ppo-tune", storage=storage)
     reasons = {
         t.number: (t.state.name, t.user_attrs.get("fail_reason"), t.user_attrs.get("error_tail", "")[-1500:])

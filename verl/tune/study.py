@@ -476,7 +476,10 @@ def optimize(
                     state, values, msg = TrialState.FAIL, None, f"FAILED: {reason}"
             finally:
                 stop_beat.set()
-            study.tell(trial, values if state == TrialState.COMPLETE else None, state=state)
+            try:
+                study.tell(trial, values if state == TrialState.COMPLETE else None, state=state)
+            except (ValueError, RuntimeError) as e:  # another worker judged this trial dead and requeued it
+                msg = f"{msg}; its result was not recorded: {e}"
             line = f"[tune] trial {trial.number} {msg}; params {_fmt_params(trial.params)}"
             if bar is not None:
                 bar.write(line)
