@@ -122,10 +122,8 @@ def dispatch_args(
     for r in range(world_size):
         index = torch.tensor(rows[r], dtype=torch.long)
 
-        def take(v: Any, index=index, r=r) -> Any:
-            if not isinstance(v, DataProto):
-                return v
-            return v.chunk(world_size)[r] if contiguous else v[index]
+        def take(v: Any, index=index) -> Any:
+            return v[index] if isinstance(v, DataProto) else v
 
         per_rank.append((tuple(take(a) for a in args), {k: take(v) for k, v in kwargs.items()}))
     order = None if contiguous else [i for r in rows for i in r]
