@@ -22,3 +22,28 @@ def tiny_model_dir(tmp_path_factory) -> str:
 
     path = tmp_path_factory.mktemp("tiny-qwen2")
     return save_tiny_model(os.fspath(path))
+
+
+@pytest.fixture(scope="module")
+def tiny_policy():
+    """A random-init 2-layer Qwen2 (hidden 64, seed 0) in memory, for the exactness tests of the actor's passes."""
+    import torch
+
+    from verl.models.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
+
+    torch.manual_seed(0)
+    return build_tiny_model(build_tokenizer(), TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=128))
+
+
+@pytest.fixture
+def ppo_actor_config():
+    """``ppo_actor_config(**overrides)``: the default actor config with a KL loss and no gradient clipping."""
+    from omegaconf import OmegaConf
+
+    from verl.utils.config import load_config
+
+    def make(**overrides):
+        cfg = load_config("ppo_trainer").actor_rollout_ref.actor
+        return OmegaConf.merge(cfg, {"grad_clip": 1.0e9, "use_kl_loss": True, "kl_loss_coef": 0.1, **overrides})
+
+    return make

@@ -103,7 +103,7 @@ def no_ray_left(tmp_path, before: tuple[set[str], set[str]]) -> None:
 @pytest.mark.parametrize("estimator", ["grpo", "gae"])
 def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, estimator):
     """GRPO: actor + rollout + reference (KL loss) and a reward model colocated in the 2 worker processes, with
-    token-budget micro-batches. GAE: the critic on a resource pool of its own (one process)."""
+    token-budget micro-batches and shared-prompt passes. GAE: the critic on a resource pool of its own (one process)."""
     from verl.models.tiny import save_tiny_classifier
 
     before = before_run()
@@ -118,6 +118,8 @@ def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, est
             "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=300",
         ]
         common += ["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true"]
+        # each prompt computed once per micro-batch: two forwards (prompt, responses) before one FSDP2 backward
+        common += ["actor_rollout_ref.model.use_shared_prefix=true"]
         common += ["actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=300"]
         placement = []
     else:

@@ -61,12 +61,33 @@ def partition_by_token_budget(lengths: list[int], max_token_len: int, min_groups
 
 
 def rearrange_micro_batches(
-    data: DataProto, max_token_len: int, min_micro_batches: int = 1
+    data: DataProto, max_token_len: int, min_micro_batches: int = 1, keep_prompts_together: bool = False
 ) -> tuple[list[DataProto], list[list[int]]]:
     """``data`` split into token-budget micro-batches (at least ``min_micro_batches``: data-parallel ranks agree on
-    one count), and each micro-batch's row indices into ``data``."""
-    lengths = data.batch["attention_mask"].sum(-1).tolist()
-    groups = partition_by_token_budget([int(x) for x in lengths], int(max_token_len), min_micro_batches)
+    one count), and each micro-batch's row indices into ``data``.
+
+    ``keep_prompts_together`` (for ``use_shared_prefix``): the rows of one prompt go to the same micro-batch, so the
+    prompt is computed once; a prompt's cost is then its prompt tokens once plus all its responses. Where that gives
+    fewer than ``min_micro_batches`` micro-batches, rows are split as usual."""
+    lengths = [int(x) for x in data.batch["attention_mask"].sum(-1).tolist()]
+    if keep_prompts_together and "responses" in data.batch.keys():
+        from verl.utils.shared_prefix import find_shared_prompts
+
+        b = data.batch
+        prompt_width = b["input_ids"].shape[1] - b["responses"].shape[1]
+        first, inverse = find_shared_prompts(b["input_ids"], b["attention_mask"], b["position_ids"], prompt_width)
+        prompt_tokens = b["attention_mask"][:, :prompt_width].sum(-1)
+        cost = [0] * first.shape[0]
+        members: list[list[int]] = [[] for _ in range(first.shape[0])]
+        for i, (u, n) in enumerate(zip(inverse.tolist(), lengths)):
+            cost[u] += n - (int(prompt_tokens[i]) if members[u] else 0)
+            members[u].append(i)
+        units = partition_by_token_budget(cost, int(max_token_len), min_micro_batches)
+        if len(units) >= min_micro_batches:
+            groups = [sorted(i for u in unit for i in members[u]) for unit in units]
+            groups.sort(key=lambda g: g[0])
+            return [data[torch.tensor(g, dtype=torch.long)] for g in groups], groups
+    groups = partition_by_token_budget(lengths, int(max_token_len), min_micro_batches)
     return [data[torch.tensor(g, dtype=torch.long)] for g in groups], groups
 
 

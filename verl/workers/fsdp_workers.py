@@ -117,6 +117,7 @@ class ActorRolloutRefWorker(Worker):
                 self.actor_module,
                 self.actor_optimizer,
                 use_remove_padding=cfg.model.get("use_remove_padding", False),
+                use_shared_prefix=cfg.model.get("use_shared_prefix", False),
                 pad_token_id=self.tokenizer.pad_token_id,
             )
             self.rollout = HFRollout(
@@ -137,6 +138,7 @@ class ActorRolloutRefWorker(Worker):
                 cfg.actor,
                 self.ref_module,
                 use_remove_padding=cfg.model.get("use_remove_padding", False),
+                use_shared_prefix=cfg.model.get("use_shared_prefix", False),
                 pad_token_id=self.tokenizer.pad_token_id,
             )
 

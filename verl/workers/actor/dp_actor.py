@@ -6,7 +6,6 @@ batch. Data-parallel across processes comes from the worker that wraps it (FSDP)
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from collections import defaultdict
 from typing import Any
@@ -23,20 +22,20 @@ from verl.utils.remove_padding import (
     unpack_to_response,
 )
 from verl.utils.seqlen_balancing import get_reverse_idx, rearrange_micro_batches
+from verl.utils.shared_prefix import shared_prefix_response_logits
+from verl.utils.torch_dtypes import autocast_context as torch_autocast
 from verl.utils.torch_functional import logprobs_and_entropy_from_logits
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def autocast_context(module: torch.nn.Module, dtype_name: str | None):
-    """``torch.autocast`` on the module's device for ``bf16``/``fp16`` (fp32 master weights stay); fp32/None: off."""
-    dtype = AUTOCAST_DTYPES.get(dtype_name or "fp32", "bad")
-    if dtype == "bad":
+    """``torch.autocast`` on the module's device for ``bf16``/``fp16`` (fp32 master weights stay); fp32/None: off.
+    Warns once on a CPU that only emulates the dtype (`verl.utils.torch_dtypes`)."""
+    if (dtype_name or "fp32") not in AUTOCAST_DTYPES:
         raise ValueError(f"autocast dtype {dtype_name!r}: use fp32, bf16 or fp16")
-    if dtype is None:
-        return contextlib.nullcontext()
     device = next(module.parameters()).device.type
-    return torch.autocast(device_type=device, dtype=dtype)
+    return torch_autocast(device, dtype_name, key="actor_rollout_ref.actor.autocast_dtype")
 
 
 def _takes_logits_to_keep(module) -> bool:
@@ -73,18 +72,25 @@ def split_into_micro_batches(data: DataProto, micro_batch_size: int) -> list[Dat
 
 
 def make_micro_batches(
-    data: DataProto, micro_batch_size: int, use_dynamic_bsz: bool = False, max_token_len: int | None = None
+    data: DataProto,
+    micro_batch_size: int,
+    use_dynamic_bsz: bool = False,
+    max_token_len: int | None = None,
+    keep_prompts_together: bool = False,
 ) -> tuple[list[DataProto], list[list[int]] | None]:
     """Fixed-size micro-batches of ``micro_batch_size`` rows, or (``use_dynamic_bsz``) token-budget micro-batches of
-    at most ``max_token_len`` real tokens each, with their row indices (None for fixed-size ones: batch order)."""
+    at most ``max_token_len`` real tokens each, with their row indices (None for fixed-size ones: batch order).
+    ``keep_prompts_together``: token-budget micro-batches keep a prompt's rows together (``use_shared_prefix``)."""
     if use_dynamic_bsz:
         if not max_token_len:
             raise ValueError("use_dynamic_bsz needs a max token length (ppo/log_prob_max_token_len_per_gpu)")
-        micros, groups = rearrange_micro_batches(data, max_token_len)
+        micros, groups = rearrange_micro_batches(data, max_token_len, keep_prompts_together=keep_prompts_together)
         # FSDP ranks must run the same number of forward/backward passes: every rank takes the largest count
         count = all_reduce_max(len(micros))
         if count > len(micros):
-            micros, groups = rearrange_micro_batches(data, max_token_len, min_micro_batches=count)
+            micros, groups = rearrange_micro_batches(
+                data, max_token_len, min_micro_batches=count, keep_prompts_together=keep_prompts_together
+            )
         return micros, groups
     return split_into_micro_batches(data, micro_batch_size), None
 
@@ -99,11 +105,13 @@ class DataParallelPPOActor:
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = False,
         pad_token_id: int = 0,
+        use_shared_prefix: bool = False,
     ):
         self.config = config
         self.actor_module = actor_module
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = bool(use_remove_padding)
+        self.use_shared_prefix = bool(use_shared_prefix)
         self.pad_token_id = int(pad_token_id)
         if self.use_remove_padding:
             check_packing_support()
@@ -113,23 +121,28 @@ class DataParallelPPOActor:
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs (bs, R) of ``responses`` and entropies (bs, R) from one forward pass and one log-softmax.
 
-        Padded (plain) or packed (``use_remove_padding``); under ``autocast_dtype`` when set. The entropy carries a
+        Each distinct prompt once (``use_shared_prefix``, where prompts repeat), else packed (``use_remove_padding``),
+        else padded (plain); under ``autocast_dtype`` when set. The entropy carries a
         gradient only with ``entropy_grad``."""
         r = b["responses"]
         with autocast_context(self.actor_module, self.config.get("autocast_dtype", "fp32")):
-            if self.use_remove_padding:
+            flat = None  # (logits (T, V), index with rows/cols/labels) of real response tokens only
+            if self.use_shared_prefix:
+                flat = shared_prefix_response_logits(self.actor_module, b, r.shape[1], temperature)
+            if flat is None and self.use_remove_padding:
                 packed = pack_sequences(b["input_ids"], b["attention_mask"], r.shape[1], self.pad_token_id)
-                logits = packed_response_logits(self.actor_module, packed, temperature)
-                labels = packed.labels
+                flat = packed_response_logits(self.actor_module, packed, temperature), packed
+            if flat is None:
+                logits, labels = forward_response_logits(self.actor_module, b, r.shape[1], temperature), r
             else:
-                logits = forward_response_logits(self.actor_module, b, r.shape[1], temperature)
-                labels = r
+                logits, index = flat
+                labels = index.labels
         with torch.autocast(device_type=logits.device.type, enabled=False):
             log_prob, entropy = logprobs_and_entropy_from_logits(logits, labels, calculate_entropy, entropy_grad)
-        if self.use_remove_padding:
+        if flat is not None:
             bs, width = r.shape
-            log_prob = unpack_to_response(log_prob, packed, bs, width)
-            entropy = None if entropy is None else unpack_to_response(entropy, packed, bs, width)
+            log_prob = unpack_to_response(log_prob, index, bs, width)
+            entropy = None if entropy is None else unpack_to_response(entropy, index, bs, width)
         return log_prob, entropy
 
     @torch.no_grad()
@@ -145,6 +158,7 @@ class DataParallelPPOActor:
             micro_bsz,
             data.meta_info.get("use_dynamic_bsz", False),
             data.meta_info.get("max_token_len"),
+            keep_prompts_together=self.use_shared_prefix,
         )
         log_probs, entropys = [], []
         for micro in micros:
@@ -202,7 +216,9 @@ class DataParallelPPOActor:
             shuffled = data[order] if cfg.shuffle else data
             for mini in shuffled.split(mini_bsz):
                 self.actor_optimizer.zero_grad(set_to_none=True)
-                micros, _ = make_micro_batches(mini, micro_bsz, cfg.use_dynamic_bsz, cfg.ppo_max_token_len_per_gpu)
+                micros, _ = make_micro_batches(
+                    mini, micro_bsz, cfg.use_dynamic_bsz, cfg.ppo_max_token_len_per_gpu, self.use_shared_prefix
+                )
                 counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
                 weighted: dict[str, float] = defaultdict(float)
                 for micro in micros:

@@ -36,7 +36,6 @@ Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (b
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import math
@@ -47,6 +46,8 @@ import torch
 import torch.nn.functional as F
 
 from verl.protocol import DataProto
+from verl.utils.torch_dtypes import AUTOCAST_DTYPES, autocast_context
+from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def _can_select_rows(cache: Any) -> bool:
     layers = getattr(cache, "layers", None)
     if not layers or not hasattr(cache, "batch_select_indices"):
         return False
-    return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer) for layer in layers)
+    return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer, PreallocatedLayer) for layer in layers)
 
 
 def _select_rows(cache: Any, keep: torch.Tensor) -> Any:
@@ -306,12 +307,9 @@ class HFRollout:
     def _autocast(self):
         """``rollout.dtype: bf16``: sample under ``torch.autocast`` (the module's fp32 weights stay as they are)."""
         name = str(_cfg_get(self.config, "dtype", "fp32")).lower()
-        if name in ("fp32", "float32"):
-            return contextlib.nullcontext()
-        dtypes = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
-        if name not in dtypes:
+        if name not in AUTOCAST_DTYPES:
             raise ValueError(f"HFRollout: rollout.dtype={name!r}: use fp32, bf16 or fp16")
-        return torch.autocast(device_type=self._device().type, dtype=dtypes[name])
+        return autocast_context(self._device().type, name, key="actor_rollout_ref.rollout.dtype")
 
     def _forward(self, input_ids, attention_mask, position_ids, past_key_values):
         kwargs: dict[str, Any] = {
@@ -332,10 +330,11 @@ class HFRollout:
             raise RuntimeError(f"HFRollout: {type(self.module).__name__} returned no KV cache with use_cache=True")
         return out.logits[:, -1, :].float(), cache
 
-    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor):
+    def _prefill(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, capacity: int):
         """The prompt forward pass. With ``share_prompt_prefill`` (default) identical prompt rows (a prompt repeated
         ``n`` times for its samples) are computed once and their KV cache and last logits copied to every copy: the
-        same numbers, 1/n of the prefill work."""
+        same numbers, 1/n of the prefill work. The cache is then moved into preallocated buffers of ``capacity``
+        positions (`kv_cache.preallocate`), so decoding writes in place instead of re-concatenating."""
         if _cfg_get(self.config, "share_prompt_prefill", True) and ids.shape[0] > 1:
             rows = torch.cat([ids, mask.to(ids.dtype), pos.to(ids.dtype)], dim=1)
             unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
@@ -343,9 +342,19 @@ class HFRollout:
                 first = torch.full((unique.shape[0],), ids.shape[0], dtype=torch.long, device=ids.device)
                 first.scatter_reduce_(0, inverse, torch.arange(ids.shape[0], device=ids.device), reduce="amin")
                 logits, cache = self._forward(ids[first], mask[first], pos[first], None)
+                self._preallocate(cache, capacity)
                 if _can_select_rows(cache):
                     return logits[inverse], _select_rows(cache, inverse)
-        return self._forward(ids, mask, pos, None)
+                logits, cache = self._forward(ids, mask, pos, None)  # a cache that cannot be row-copied
+                self._preallocate(cache, capacity)
+                return logits, cache
+        logits, cache = self._forward(ids, mask, pos, None)
+        self._preallocate(cache, capacity)
+        return logits, cache
+
+    def _preallocate(self, cache: Any, capacity: int) -> None:
+        if _cfg_get(self.config, "preallocate_kv_cache", True):
+            preallocate(cache, capacity)
 
     def _generate_chunk(
         self,
@@ -373,7 +382,7 @@ class HFRollout:
         resp_mask = torch.zeros((n, resp_len), dtype=mask.dtype, device=device)
 
         if n > 0:
-            logits, cache = self._prefill(ids, mask, pos)
+            logits, cache = self._prefill(ids, mask, pos, capacity=ids.shape[1] + resp_len)
             retire = self.retire_finished and _can_select_rows(cache)
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
             done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
