@@ -14,6 +14,8 @@ import time
 
 import torch
 
+from verl.utils.torch_dtypes import cpu_has_native
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -23,6 +25,8 @@ def measure_peak(
     """Best observed matmul FLOP/s for ``dtype`` over ``sizes`` within about ``seconds``."""
     if threads > 0:
         torch.set_num_threads(threads)
+    if device == "cpu" and not cpu_has_native(DTYPES[dtype]):
+        sizes = (256, 512)  # an emulated dtype (~1 GFLOP/s): a 2048^3 product would take tens of seconds
     best = 0.0
     budget = seconds / len(sizes)
     for n in sizes:

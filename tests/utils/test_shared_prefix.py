@@ -152,3 +152,10 @@ def test_token_budget_micro_batches_keep_a_prompts_rows_together():
     # data-parallel ranks may need more micro-batches than there are prompts: rows are then split as usual
     _, many = rearrange_micro_batches(data, max_token_len=40, min_micro_batches=8, keep_prompts_together=True)
     assert len(many) == 8
+
+
+def test_exact_chunk_count_for_data_parallel_ranks():
+    # ranks agree on a chunk count (FSDP needs the same forward calls): a rank plans exactly that many when it can
+    assert len(plan_length_chunks([3, 3, 3, 3], 3, exact=True)) == 3
+    assert len(plan_length_chunks([3, 3, 3, 3], 3)) == 1
+    assert len(plan_length_chunks([3, 0], 3, exact=True)) == 1  # fewer rows than chunks: the caller pads

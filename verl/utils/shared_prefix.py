@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
+from verl.utils.fsdp_utils import all_reduce_max, dp_size
+
 __all__ = ["SharedPrefixBatch", "find_shared_prompts", "plan_length_chunks", "shared_prefix_response_logits"]
 
 
@@ -60,10 +62,10 @@ def find_shared_prompts(
     return first[order], rank[inverse]
 
 
-def plan_length_chunks(lengths: list[int], max_chunks: int) -> list[list[int]]:
+def plan_length_chunks(lengths: list[int], max_chunks: int, exact: bool = False) -> list[list[int]]:
     """Rows (indices into ``lengths``) split into at most ``max_chunks`` chunks of consecutive sorted lengths that
-    minimise the padded work ``sum(len(chunk) * max length in chunk)`` (exact dynamic programme, O(k n^2)).
-    Rows of length 0 are left out."""
+    minimise the padded work ``sum(len(chunk) * max length in chunk)`` (exact dynamic programme, O(k n^2)); with
+    ``exact``, into exactly ``max_chunks`` where there are that many rows. Rows of length 0 are left out."""
     order = sorted((i for i, n in enumerate(lengths) if n > 0), key=lambda i: (lengths[i], i))
     m = len(order)
     if m == 0:
@@ -83,7 +85,7 @@ def plan_length_chunks(lengths: list[int], max_chunks: int) -> list[list[int]]:
                 value = cost[s][c - 1] + (j - s) * width
                 if value < cost[j][c]:
                     cost[j][c], cut[j][c] = value, s
-    best_c = min(range(1, k + 1), key=lambda c: (cost[m][c], c))
+    best_c = k if exact else min(range(1, k + 1), key=lambda c: (cost[m][c], c))
     chunks, j = [], m
     for c in range(best_c, 0, -1):
         s = cut[j][c]
@@ -136,14 +138,26 @@ def shared_prefix_response_logits(
     ids, mask, pos = micro["input_ids"], micro["attention_mask"], micro["position_ids"]
     bs, total = ids.shape
     p = total - response_length
-    if bs < 2 or p < 1 or (module.training and _checkpointing(module)):
+    # FSDP gathers the parameters at every forward call, so data-parallel ranks must make the same calls: they
+    # agree on whether to share (all or none) and on the number of response chunks (the largest; fewer rows than
+    # that pad with a one-token pass whose output enters the graph with no rows)
+    distributed = dp_size() > 1
+    shareable = bs >= 2 and p >= 1 and not (module.training and _checkpointing(module))
+    if shareable:
+        first, inverse = find_shared_prompts(ids, mask, pos, p)
+        # something repeats, and every prompt ends at the last prompt column (the left-padded layout)
+        shareable = first.shape[0] < bs and not bool((mask[:, p - 1] == 0).any())
+    if distributed:
+        shareable = all_reduce_max(0 if shareable else 1) == 0
+    if not shareable:
         return None
-    first, inverse = find_shared_prompts(ids, mask, pos, p)
-    if first.shape[0] == bs:
-        return None  # nothing shared
     resp_lens = mask[:, p:].sum(-1)
-    if bool((mask[:, p - 1] == 0).any()):
-        return None  # a row whose prompt does not end at the last prompt column: not the left-padded layout
+    chunk_lens = (resp_lens - 1).clamp(min=0).tolist()
+    chunks = plan_length_chunks(chunk_lens, max_chunks)
+    if distributed:
+        count = all_reduce_max(len(chunks))
+        chunks = plan_length_chunks(chunk_lens, count, exact=True)
+        chunks += [[]] * (count - len(chunks))
 
     cache_kwarg, takes_keep = _forward_kwargs(module)
     out = module(
@@ -164,9 +178,9 @@ def shared_prefix_response_logits(
     rows = [torch.nonzero(resp_lens > 0).squeeze(1)]
     cols = [torch.zeros_like(rows[0])]
     # response token j >= 1 is predicted at response position j - 1: forward tokens [0, len - 1)
-    for chunk in plan_length_chunks((resp_lens - 1).clamp(min=0).tolist(), max_chunks):
-        idx = torch.tensor(chunk, dtype=torch.long, device=ids.device)
-        width = int(resp_lens[idx].max()) - 1
+    for chunk in chunks:
+        idx = torch.tensor(chunk or [0], dtype=torch.long, device=ids.device)
+        width = max(int(resp_lens[idx].max()) - 1, 1)
         gather = inverse[idx]
         chunk_cache = DynamicCache(ddp_cache_data=[(k[gather], v[gather]) for k, v in prompt_kv])
         chunk_out = module(
@@ -177,6 +191,8 @@ def shared_prefix_response_logits(
             **{cache_kwarg: chunk_cache},
         )
         valid = torch.arange(width, device=ids.device).unsqueeze(0) < (resp_lens[idx] - 1).unsqueeze(1)
+        if not chunk:  # a padding pass (see above): selects nothing, but stays in the autograd graph
+            valid = torch.zeros_like(valid)
         pieces.append(chunk_out.logits[valid])
         r, c = torch.nonzero(valid, as_tuple=True)
         rows.append(idx[r])

@@ -117,7 +117,7 @@ class ActorRolloutRefWorker(Worker):
                 self.actor_module,
                 self.actor_optimizer,
                 use_remove_padding=cfg.model.get("use_remove_padding", False),
-                use_shared_prefix=cfg.model.get("use_shared_prefix", False),
+                use_shared_prefix=cfg.model.get("use_shared_prefix", True),
                 pad_token_id=self.tokenizer.pad_token_id,
             )
             self.rollout = HFRollout(
@@ -138,7 +138,7 @@ class ActorRolloutRefWorker(Worker):
                 cfg.actor,
                 self.ref_module,
                 use_remove_padding=cfg.model.get("use_remove_padding", False),
-                use_shared_prefix=cfg.model.get("use_shared_prefix", False),
+                use_shared_prefix=cfg.model.get("use_shared_prefix", True),
                 pad_token_id=self.tokenizer.pad_token_id,
             )
 
