@@ -36,3 +36,14 @@ def test_native_check_agrees_with_onednn():
     expected = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     assert torch_dtypes.cpu_has_native(torch.bfloat16) is expected
     assert torch_dtypes.cpu_has_native(torch.float32) is True
+
+
+def test_actor_and_rollout_name_their_key_on_a_bad_dtype():
+    from verl.workers.actor.dp_actor import autocast_context as actor_autocast
+    from verl.workers.rollout import HFRollout
+
+    module = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.actor\.autocast_dtype='fp8'"):
+        actor_autocast(module, "fp8")
+    with pytest.raises(ValueError, match=r"actor_rollout_ref\.rollout\.dtype='fp8'"):
+        HFRollout(module, {"dtype": "fp8"}, 0, 1)._autocast()

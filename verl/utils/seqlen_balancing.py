@@ -76,11 +76,11 @@ def rearrange_micro_batches(
         b = data.batch
         prompt_width = b["input_ids"].shape[1] - b["responses"].shape[1]
         first, inverse = find_shared_prompts(b["input_ids"], b["attention_mask"], b["position_ids"], prompt_width)
-        prompt_tokens = b["attention_mask"][:, :prompt_width].sum(-1)
+        prompt_tokens = b["attention_mask"][:, :prompt_width].sum(-1).tolist()
         cost = [0] * first.shape[0]
         members: list[list[int]] = [[] for _ in range(first.shape[0])]
         for i, (u, n) in enumerate(zip(inverse.tolist(), lengths)):
-            cost[u] += n - (int(prompt_tokens[i]) if members[u] else 0)
+            cost[u] += n - (prompt_tokens[i] if members[u] else 0)
             members[u].append(i)
         units = partition_by_token_budget(cost, int(max_token_len), min_micro_batches)
         if len(units) >= min_micro_batches:

@@ -26,12 +26,12 @@ checkpointing, where transformers turns the cache off.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 
 from verl.utils.fsdp_utils import all_reduce_max, dp_size
+from verl.utils.model import forward_signature, output_cache
 
 __all__ = ["SharedPrefixBatch", "find_shared_prompts", "plan_length_chunks", "shared_prefix_response_logits"]
 
@@ -94,16 +94,6 @@ def plan_length_chunks(lengths: list[int], max_chunks: int, exact: bool = False)
     return chunks[::-1]
 
 
-def _forward_kwargs(module: torch.nn.Module) -> tuple[str, bool]:
-    """The KV-cache argument's name (transformers >= 5.2x: ``cache``; before: ``past_key_values``) and whether the
-    forward takes ``logits_to_keep``."""
-    try:
-        params = inspect.signature(module.forward).parameters
-    except (TypeError, ValueError):
-        params = {}
-    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
-
-
 def _checkpointing(module: torch.nn.Module) -> bool:
     """Whether activation checkpointing is on (transformers then runs training forwards without a cache)."""
     for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
@@ -159,7 +149,7 @@ def shared_prefix_response_logits(
         chunks = plan_length_chunks(chunk_lens, count, exact=True)
         chunks += [[]] * (count - len(chunks))
 
-    cache_kwarg, takes_keep = _forward_kwargs(module)
+    cache_kwarg, takes_keep = forward_signature(module)
     out = module(
         input_ids=ids[first, :p],
         attention_mask=mask[first, :p],
@@ -167,8 +157,7 @@ def shared_prefix_response_logits(
         use_cache=True,
         **({"logits_to_keep": 1} if takes_keep else {}),
     )
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-    prompt_kv = _plain_layer_cache(cache)
+    prompt_kv = _plain_layer_cache(output_cache(out))
     if prompt_kv is None:
         return None
     from transformers.cache_utils import DynamicCache

@@ -6,7 +6,6 @@ batch. Data-parallel across processes comes from the worker that wraps it (FSDP)
 
 from __future__ import annotations
 
-import inspect
 from collections import defaultdict
 from typing import Any
 
@@ -15,6 +14,7 @@ import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
 from verl.utils.fsdp_utils import all_reduce_max, all_reduce_sum, clip_grad_norm, dp_size
+from verl.utils.model import forward_signature
 from verl.utils.remove_padding import (
     check_packing_support,
     pack_sequences,
@@ -26,28 +26,17 @@ from verl.utils.shared_prefix import shared_prefix_response_logits
 from verl.utils.torch_dtypes import autocast_context as torch_autocast
 from verl.utils.torch_functional import logprobs_and_entropy_from_logits
 
-AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
-
 
 def autocast_context(module: torch.nn.Module, dtype_name: str | None):
     """``torch.autocast`` on the module's device for ``bf16``/``fp16`` (fp32 master weights stay); fp32/None: off.
     Warns once on a CPU that only emulates the dtype (`verl.utils.torch_dtypes`)."""
-    if (dtype_name or "fp32") not in AUTOCAST_DTYPES:
-        raise ValueError(f"autocast dtype {dtype_name!r}: use fp32, bf16 or fp16")
     device = next(module.parameters()).device.type
     return torch_autocast(device, dtype_name, key="actor_rollout_ref.actor.autocast_dtype")
 
 
-def _takes_logits_to_keep(module) -> bool:
-    try:
-        return "logits_to_keep" in inspect.signature(module.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def forward_response_logits(module, micro: dict[str, torch.Tensor], response_length: int, temperature: float):
     """Logits that predict each response token: positions [-R-1, -1) of the full sequence, divided by temperature."""
-    kwargs = {"logits_to_keep": response_length + 1} if _takes_logits_to_keep(module) else {}
+    kwargs = {"logits_to_keep": response_length + 1} if forward_signature(module)[1] else {}
     out = module(
         input_ids=micro["input_ids"],
         attention_mask=micro["attention_mask"],

@@ -36,7 +36,6 @@ Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (b
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections.abc import Mapping
@@ -46,7 +45,8 @@ import torch
 import torch.nn.functional as F
 
 from verl.protocol import DataProto
-from verl.utils.torch_dtypes import AUTOCAST_DTYPES, autocast_context
+from verl.utils.model import forward_signature, output_cache
+from verl.utils.torch_dtypes import autocast_context
 from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
 
 logger = logging.getLogger(__name__)
@@ -184,13 +184,7 @@ class HFRollout:
         self.seed = int(seed)
         self.retire_finished = retire_finished
         self.calls = 0  # sampling calls so far: the second key of every draw
-        try:
-            forward_params = inspect.signature(module.forward).parameters
-        except (TypeError, ValueError):
-            forward_params = {}
-        self._takes_logits_to_keep = "logits_to_keep" in forward_params
-        # transformers >= 5.2x names the KV-cache argument ``cache``; older versions ``past_key_values``
-        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+        self._cache_kwarg, self._takes_logits_to_keep = forward_signature(module)
 
     # ------------------------------------------------------------------------------------------------------ rng
 
@@ -306,9 +300,7 @@ class HFRollout:
 
     def _autocast(self):
         """``rollout.dtype: bf16``: sample under ``torch.autocast`` (the module's fp32 weights stay as they are)."""
-        name = str(_cfg_get(self.config, "dtype", "fp32")).lower()
-        if name not in AUTOCAST_DTYPES:
-            raise ValueError(f"HFRollout: rollout.dtype={name!r}: use fp32, bf16 or fp16")
+        name = _cfg_get(self.config, "dtype", "fp32")
         return autocast_context(self._device().type, name, key="actor_rollout_ref.rollout.dtype")
 
     def _forward(self, input_ids, attention_mask, position_ids, past_key_values):
@@ -323,9 +315,7 @@ class HFRollout:
         if self._takes_logits_to_keep:
             kwargs["logits_to_keep"] = 1
         out = self.module(**kwargs)
-        cache = getattr(out, "cache", None)
-        if cache is None:
-            cache = getattr(out, "past_key_values", None)
+        cache = output_cache(out)
         if cache is None:
             raise RuntimeError(f"HFRollout: {type(self.module).__name__} returned no KV cache with use_cache=True")
         return out.logits[:, -1, :].float(), cache
