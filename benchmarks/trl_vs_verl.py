@@ -16,7 +16,9 @@ our ``token-mean``), group-normalised advantages, one optimizer step per generat
 
 TRL runs in fp32 without gradient checkpointing by default (its own defaults are ``bf16=True`` and
 ``gradient_checkpointing=True``; ``--trl-variant NAME:bf16=true,...`` adds TRL configurations, any ``GRPOConfig``
-keyword), ours with its default config (``--variant NAME:key=value,...`` adds configurations of ours).
+keyword), ours with its default config (``--variant NAME:key=value,...`` adds configurations of ours). An upper-case
+``KEY=value`` in either is an environment variable of that child instead (``MALLOC_MMAP_MAX_=0`` gives TRL the
+allocator setting ours applies itself, ``trainer.cpu_retain_freed_memory``).
 
 Each framework runs in its own subprocess per repetition, alternating (TRL, ours, TRL, ours, ...), with the same
 thread count. Per step: wall time, tokens (prompt + response tokens actually processed, no padding, counted the
@@ -62,10 +64,17 @@ QUICK = dict(hidden_size=64, num_layers=2, prompts_per_step=4, n=4, max_response
 
 # --------------------------------------------------------------------------------------------------------- setup
 def prepare(
-    work_dir: str, hidden_size: int, num_layers: int, num_prompts: int, seed: int, model: str | None = None
+    work_dir: str,
+    hidden_size: int,
+    num_layers: int,
+    num_prompts: int,
+    seed: int,
+    model: str | None = None,
+    eval_size: int = 0,
 ) -> dict[str, str]:
-    """The model directory (``model``, or a random-init tiny Qwen2 written once) and a parquet of the first
-    ``num_prompts`` arithmetic train prompts (cached)."""
+    """The model directory (``model``, or a random-init tiny Qwen2 written once), a parquet of the first
+    ``num_prompts`` arithmetic train prompts and, with ``eval_size``, one of the first ``eval_size`` held-out test
+    prompts (cached)."""
     import pyarrow.parquet as pq
 
     from verl.data.tasks import resolve_data_files
@@ -89,8 +98,56 @@ def prepare(
     prompts = os.path.join(work_dir, f"prompts-{num_prompts}.parquet")
     if not os.path.isfile(prompts):
         table = pq.read_table(resolve_data_files(["builtin://arithmetic/train"])[0])
+        if table.num_rows < num_prompts:
+            raise ValueError(
+                f"--steps x --prompts-per-step = {num_prompts} prompts; the train split has {table.num_rows}"
+            )
         pq.write_table(table.slice(0, num_prompts), prompts)
-    return {"model": model_dir, "prompts": prompts}
+    paths = {"model": model_dir, "prompts": prompts}
+    if eval_size:
+        held_out = os.path.join(work_dir, f"heldout-{eval_size}.parquet")
+        if not os.path.isfile(held_out):
+            table = pq.read_table(resolve_data_files(["builtin://arithmetic/test"])[0])
+            pq.write_table(table.slice(0, eval_size), held_out)
+        paths["heldout"] = held_out
+    return paths
+
+
+# --------------------------------------------------------------------------------------------------------- held-out
+def heldout_accuracy(model, tokenizer, parquet: str, max_new_tokens: int, batch_size: int = 64) -> float:
+    """Greedy accuracy of ``model`` on the held-out prompts: the same function, on the final weights, for every side
+    (transformers' own ``generate``, left padding, the arithmetic rule reward), so the evaluator favours no one."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from verl.utils.dataset.parquet import render_prompt
+    from verl.utils.reward_score.arithmetic import compute_score
+
+    rows = pq.read_table(parquet).to_pylist()
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    was_training = model.training
+    model.eval()
+    scores = []
+    try:
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            texts = [render_prompt(tokenizer, list(r["prompt"])) for r in chunk]
+            enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    do_sample=False,
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id,
+                )
+            answers = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+            scores += [float(compute_score(a, r["reward_model"]["ground_truth"])) for a, r in zip(answers, chunk)]
+    finally:
+        tokenizer.padding_side = side
+        model.train(was_training)
+    return sum(scores) / len(scores)
 
 
 # --------------------------------------------------------------------------------------------------------- children
@@ -161,8 +218,16 @@ def child_verl(a: argparse.Namespace, paths: dict[str, str], overrides: list[str
                 "reward": m["critic/score/mean"],
             }
         )
+    result = {"steps": steps, "matmul_params": n_params}
+    if paths.get("heldout"):
+        if getattr(trainer.actor_rollout_wg, "actor_module", None) is None:
+            raise ValueError("--eval-size needs the local backend (the policy's weights in this process)")
+        from verl.utils.model import load_tokenizer
+
+        tokenizer = load_tokenizer(paths["model"])
+        result["eval_acc"] = heldout_accuracy(module, tokenizer, paths["heldout"], a.max_response_length)
     trainer.shutdown()
-    return {"steps": steps, "matmul_params": n_params}
+    return result
 
 
 def child_trl(a: argparse.Namespace, paths: dict[str, str], overrides: list[str]) -> dict:
@@ -284,7 +349,10 @@ def child_trl(a: argparse.Namespace, paths: dict[str, str], overrides: list[str]
                 "reward": reward,
             }
         )
-    return {"steps": steps, "matmul_params": matmul_params(model)}
+    result = {"steps": steps, "matmul_params": matmul_params(model)}
+    if paths.get("heldout"):
+        result["eval_acc"] = heldout_accuracy(trainer.model, tokenizer, paths["heldout"], a.max_response_length)
+    return result
 
 
 def run_child(a: argparse.Namespace) -> None:
@@ -308,8 +376,10 @@ def spawn(a: argparse.Namespace, name: str, kind: str, overrides: list[str], pat
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--result", result, "--paths", json.dumps(paths)]
     for key in list(DEFAULTS) + ["seed", "threads"]:
         cmd += [f"--{key.replace('_', '-')}", str(getattr(a, key))]
-    cmd += ["--", *overrides]
-    env = dict(os.environ)
+    # NAME=value overrides in upper case are environment variables of the child (e.g. glibc's MALLOC_MMAP_MAX_=0)
+    env_overrides = dict(kv.split("=", 1) for kv in overrides if kv.split("=", 1)[0].isupper())
+    cmd += ["--", *(kv for kv in overrides if not kv.split("=", 1)[0].isupper())]
+    env = dict(os.environ, **env_overrides)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     if a.threads > 0:
         env["OMP_NUM_THREADS"] = str(a.threads)
@@ -344,6 +414,7 @@ def summarize_run(run: dict) -> dict:
         "rollout_tokens_per_s": med(s["tokens"] / max(s["rollout_s"], 1e-9) for s in steps),
         "train_tokens_per_s": med(s["tokens"] / max(s["train_s"], 1e-9) for s in steps),
         "matmul_params": run["matmul_params"],
+        **({"eval_acc": run["eval_acc"]} if "eval_acc" in run else {}),
     }
 
 
@@ -366,6 +437,9 @@ def summarize(runs: list[dict], entries: list[tuple], peaks: dict[str, float] | 
         s = {k: statistics.median(p[k] for p in per_run) for k in per_run[0]}
         s["runs"] = len(per_run)
         s["tokens_per_s_runs"] = [p["tokens_per_s"] for p in per_run]
+        if "eval_acc" in per_run[0]:
+            s["eval_acc_runs"] = [p["eval_acc"] for p in per_run]
+            s["eval_acc_mean"] = statistics.fmean(s["eval_acc_runs"])
         s["dtypes"] = compute_dtypes(kind, overrides)
         if peaks:
             n = s["matmul_params"]
@@ -398,6 +472,30 @@ def markdown(summary: dict[str, dict], baseline: str | None, peaks: dict[str, fl
             f"{s['train_s']:.2f} | {s['tokens']:.0f} | {s['response_len']:.0f} | "
             f"{s['reward_last']:.3f} / {s['reward_mean']:.3f} | {s['peak_rss_mb']:.0f} | {mfu_r} | {mfu_t} | {reps} |"
         )
+    return "\n".join(lines)
+
+
+def heldout_table(summary: dict[str, dict], baseline: str | None, eval_size: int, seeds: list[int]) -> str:
+    """Held-out greedy accuracy after training: mean over repetitions, each repetition, and the paired difference
+    to the baseline (same seed, same prompts: the fairest pairing)."""
+    names = [n for n, s in summary.items() if "eval_acc_runs" in s]
+    if not names:
+        return ""
+    base = summary.get(baseline, {}).get("eval_acc_runs") if baseline else None
+    lines = [
+        f"Held-out greedy accuracy after training ({eval_size} test prompts; seeds {seeds}):",
+        "",
+        f"| run | mean | per repetition | mean difference to {baseline} (± std. error of the paired differences) |",
+        "|---|---|---|---|",
+    ]
+    for name in names:
+        acc = summary[name]["eval_acc_runs"]
+        diff = "-"
+        if base and name != baseline and len(base) == len(acc):
+            d = [x - y for x, y in zip(acc, base)]
+            se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
+            diff = f"{statistics.fmean(d):+.3f} ± {se:.3f}"
+        lines.append(f"| {name} | {statistics.fmean(acc):.3f} | {', '.join(f'{x:.3f}' for x in acc)} | {diff} |")
     return "\n".join(lines)
 
 
@@ -445,6 +543,15 @@ def main(argv: list[str] | None = None) -> dict:
         help="NAME:key=value,... -- a TRL configuration (GRPOConfig keywords; default: 'trl', fp32, no checkpointing)",
     )
     p.add_argument("--no-trl", action="store_true", help="only our variants")
+    p.add_argument(
+        "--eval-size",
+        type=int,
+        default=0,
+        help="after training, greedy accuracy of each side's final policy on this many held-out test prompts",
+    )
+    p.add_argument(
+        "--vary-seed", action="store_true", help="repetition r runs with seed + r (independent samples per repetition)"
+    )
     p.add_argument("--json", default=None, help="write the raw runs and the summary here")
     p.add_argument("--md", default=None, help="write the markdown table here")
     p.add_argument("--peak-flops", type=float, default=None, help="fp32 matmul peak FLOP/s (default: measure it)")
@@ -463,7 +570,7 @@ def main(argv: list[str] | None = None) -> dict:
         run_child(a)
         return {}
 
-    paths = prepare(a.work_dir, a.hidden_size, a.num_layers, a.steps * a.prompts_per_step, a.seed, a.model)
+    paths = prepare(a.work_dir, a.hidden_size, a.num_layers, a.steps * a.prompts_per_step, a.seed, a.model, a.eval_size)
     variants = [parse_variant(v) for v in a.variant] or [("verl", [])]
     entries = [(name, "verl", ov) for name, ov in variants]
     have_trl = True
@@ -484,13 +591,15 @@ def main(argv: list[str] | None = None) -> dict:
         "bf16": a.peak_flops_bf16 or measure_peak("bf16", threads=a.threads, seconds=seconds),
     }
     runs = []
+    seeds = [a.seed + rep if a.vary_seed else a.seed for rep in range(a.reps)]
     for rep in range(a.reps):  # A B A B: every entry once per repetition, in the same order
         for name, kind, ov in entries:
-            r = spawn(a, name, kind, ov, paths)
+            r = spawn(argparse.Namespace(**{**vars(a), "seed": seeds[rep]}), name, kind, ov, paths)
             s = summarize_run(r)
             print(
                 f"rep {rep + 1} {name}: {s['tokens_per_s']:.0f} tokens/s, step {s['step_s']:.2f}s "
-                f"(rollout {s['rollout_s']:.2f}s), reward {s['reward_mean']:.3f}, RSS {s['peak_rss_mb']:.0f} MB",
+                f"(rollout {s['rollout_s']:.2f}s), reward {s['reward_mean']:.3f}, RSS {s['peak_rss_mb']:.0f} MB"
+                + (f", held-out accuracy {s['eval_acc']:.3f}" if "eval_acc" in s else ""),
                 flush=True,
             )
             runs.append(r)
@@ -501,6 +610,9 @@ def main(argv: list[str] | None = None) -> dict:
     cmdline = "python benchmarks/trl_vs_verl.py " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(summary, baseline, peaks, cmdline.strip())
     table += "\n\n" + per_rep_ratios(runs, names, baseline)
+    held_out = heldout_table(summary, baseline, a.eval_size, seeds)
+    if held_out:
+        table += "\n\n" + held_out
     print(table)
     if a.md:
         with open(a.md, "w") as f:

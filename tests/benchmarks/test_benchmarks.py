@@ -25,11 +25,15 @@ def test_trl_vs_verl_quick(tmp_path):
     bench = load("trl_vs_verl")
     md = tmp_path / "table.md"
     out = bench.main(
-        ["--quick", "--work-dir", str(tmp_path), "--peak-flops", "1e10", "--threads", "1", "--md", str(md)]
-    )
+        ["--quick", "--work-dir", str(tmp_path), "--peak-flops", "1e10", "--threads", "1", "--md", str(md),
+         "--eval-size", "4"]
+    )  # fmt: skip
     assert set(out["summary"]) == {"trl", "verl"}
     for s in out["summary"].values():
         assert FIELDS <= set(s) and s["tokens_per_s"] > 0 and s["peak_rss_mb"] > 0
+        # the same held-out evaluator on each side's final weights
+        assert len(s["eval_acc_runs"]) == 1 and all(0.0 <= x <= 1.0 for x in s["eval_acc_runs"])
+    assert "Held-out greedy accuracy" in md.read_text()
     # both sides processed the same prompts; response lengths are sampled, so token counts differ a little
     assert "| trl |" in md.read_text() and "| verl |" in md.read_text()
 
@@ -39,9 +43,10 @@ def test_trl_vs_verl_ours_only_with_variants(tmp_path):
     out = bench.main(
         ["--quick", "--no-trl", "--work-dir", str(tmp_path), "--peak-flops", "1e10", "--threads", "1",
          "--variant", "plain:actor_rollout_ref.actor.skip_old_log_prob_on_policy=false",
-         "--variant", "fast:actor_rollout_ref.model.use_remove_padding=true,actor_rollout_ref.actor.use_dynamic_bsz=true"]
+         "--variant", "fast:actor_rollout_ref.model.use_remove_padding=true,actor_rollout_ref.actor.use_dynamic_bsz=true",
+         "--variant", "env:MALLOC_MMAP_MAX_=0"]  # an upper-case key: the child's environment, not a config key
     )  # fmt: skip
-    assert list(out["summary"]) == ["plain", "fast"]
+    assert list(out["summary"]) == ["plain", "fast", "env"]
     # same seed, same prompts, same weights at step 1: the same samples, whichever path computes the update
     plain, fast = (next(r["steps"][0] for r in out["runs"] if r["name"] == k) for k in ("plain", "fast"))
     assert fast["tokens"] == plain["tokens"] and fast["reward"] == plain["reward"]

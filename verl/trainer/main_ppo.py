@@ -109,6 +109,10 @@ def build_workers(config: DictConfig, total_steps: int, tokenizer=None) -> tuple
     from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
 
     os.environ["VERL_DEVICE"] = config.trainer.device  # the workers' device (verl.single_controller.base.Worker)
+    if config.trainer.device == "cpu" and config.trainer.get("cpu_retain_freed_memory", True):
+        from verl.utils.cpu_malloc import retain_freed_memory
+
+        retain_freed_memory()
     seed = config.trainer.seed
     role = "actor_rollout_ref" if uses_reference_policy(config) else "actor_rollout"
     workers: dict[str, Any] = {

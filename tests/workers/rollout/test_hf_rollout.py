@@ -7,9 +7,9 @@ import random
 import numpy as np
 import pytest
 import torch
+from rollout_helpers import make_prompts
 
 from verl.models.tiny import TinyModelConfig, save_tiny_model
-from verl.protocol import DataProto
 from verl.utils.config import load_config
 from verl.utils.model import ASSETS_DIR, load_causal_lm, load_tokenizer
 from verl.workers.rollout import HFRollout
@@ -50,22 +50,6 @@ def fresh_llama(tmp_path_factory):
     return load_causal_lm(path), load_tokenizer(path)
 
 
-def make_prompts(tokenizer, questions, meta_info=None) -> DataProto:
-    texts = [
-        tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-        for q in questions
-    ]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    assert tokenizer.padding_side == "left"
-    mask = enc["attention_mask"]
-    position_ids = torch.clamp(mask.cumsum(-1) - 1, min=0)
-    return DataProto.from_dict(
-        {"input_ids": enc["input_ids"], "attention_mask": mask, "position_ids": position_ids},
-        non_tensors={"index": np.arange(len(questions)), "question": list(questions)},
-        meta_info=dict(meta_info or {}),
-    )
-
-
 def make_rollout(model, tokenizer, seed=0, retire_finished=True, **config):
     config.setdefault("response_length", 24)
     return HFRollout(
@@ -76,8 +60,9 @@ def make_rollout(model, tokenizer, seed=0, retire_finished=True, **config):
 def generate_counting_batches(rollout, prompts):
     """``rollout.generate_sequences(prompts)`` plus the batch size of every forward pass of the model during it."""
     sizes: list[int] = []
-    handle = rollout.module.register_forward_pre_hook(
-        lambda mod, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    # on the input embedding: both the generic forward and the fused decode step (rollout.fused_decode) call it
+    handle = rollout.module.get_input_embeddings().register_forward_pre_hook(
+        lambda mod, args: sizes.append(args[0].shape[0])
     )
     try:
         out = rollout.generate_sequences(prompts)

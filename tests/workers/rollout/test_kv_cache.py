@@ -4,26 +4,15 @@ concatenating ``DynamicLayer``, grows past its planned capacity, and selects row
 from __future__ import annotations
 
 import torch
+from rollout_helpers import make_prompts
 from transformers.cache_utils import DynamicCache
 
-from verl.protocol import DataProto
 from verl.utils.model import ASSETS_DIR, load_causal_lm, load_tokenizer
 from verl.workers.rollout import HFRollout
 from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
 
 SHIPPED = f"{ASSETS_DIR}/tiny-qwen2-arith-sft"
 QUESTIONS = ["What is 37 + 48?", "What is 5 + 7?", "Please, what is 12 + 99?", "What is 8 + 83?"]
-
-
-def make_prompts(tokenizer, questions) -> DataProto:
-    texts = [
-        tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-        for q in questions
-    ]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    mask = enc["attention_mask"]
-    position_ids = torch.clamp(mask.cumsum(-1) - 1, min=0)
-    return DataProto.from_dict({"input_ids": enc["input_ids"], "attention_mask": mask, "position_ids": position_ids})
 
 
 def test_preallocated_cache_gives_the_same_samples_and_log_probs():

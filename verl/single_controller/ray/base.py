@@ -102,6 +102,10 @@ class WorkerProcess:
 
         os.environ.update(env)
         torch.set_num_threads(max(1, num_threads))
+        if env.get("VERL_RETAIN_FREED_MEMORY") == "1":
+            from verl.utils.cpu_malloc import retain_freed_memory
+
+            retain_freed_memory()
         self.rank, self.world_size = rank, world_size
         self.workers: dict[str, Any] = {}
 

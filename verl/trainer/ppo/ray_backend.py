@@ -97,6 +97,8 @@ def build_ray_workers(config: DictConfig, total_steps: int, policy_tokenizer) ->
         "TQDM_DISABLE": "1",
         "PYTHONPATH": os.pathsep.join(p for p in (verl_root, os.environ.get("PYTHONPATH")) if p),
     }
+    if not use_gpu and t.get("cpu_retain_freed_memory", True):
+        env["VERL_RETAIN_FREED_MEMORY"] = "1"  # applied by each worker process (verl.single_controller.ray.base)
     try:
         groups: dict[str, Any] = {}
         pools = [("global_pool", _pool_shape(t), specs)] + [(f"{n}_pool", s, sp) for n, (s, sp) in separate.items()]

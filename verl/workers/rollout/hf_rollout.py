@@ -48,6 +48,7 @@ from verl.protocol import DataProto
 from verl.utils.model import forward_signature, output_cache
 from verl.utils.torch_dtypes import autocast_context
 from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
+from verl.workers.rollout.lean_decode import LeanDecoder
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +137,11 @@ def _can_select_rows(cache: Any) -> bool:
     return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer, PreallocatedLayer) for layer in layers)
 
 
+def _is_preallocated(cache: Any) -> bool:
+    layers = getattr(cache, "layers", None)
+    return PreallocatedLayer is not None and bool(layers) and all(type(x) is PreallocatedLayer for x in layers)
+
+
 def _select_rows(cache: Any, keep: torch.Tensor) -> Any:
     """Keep only rows ``keep`` (1-D long tensor) of a cache accepted by `_can_select_rows`."""
     if isinstance(cache, tuple):
@@ -185,6 +191,8 @@ class HFRollout:
         self.retire_finished = retire_finished
         self.calls = 0  # sampling calls so far: the second key of every draw
         self._cache_kwarg, self._takes_logits_to_keep = forward_signature(module)
+        # fused_decode: the one-token steps run through LeanDecoder (fewer, fused kernels; see lean_decode.py)
+        self._lean = LeanDecoder.build(module) if _cfg_get(self.config, "fused_decode", True) else None
 
     # ------------------------------------------------------------------------------------------------------ rng
 
@@ -277,6 +285,8 @@ class HFRollout:
         module = self.module
         was_training = module.training
         module.eval()
+        if self._lean is not None:
+            self._lean.refresh()  # the policy's current weights
         try:
             with torch.no_grad(), self._autocast():
                 for start in range(0, max(bs, 1), max(micro, 1)):
@@ -293,6 +303,8 @@ class HFRollout:
                     )
         finally:
             module.train(was_training)
+            if self._lean is not None:
+                self._lean.release()
         out = {key: torch.cat([p[key] for p in parts], dim=0) for key in parts[0]}
         return DataProto(batch=out, non_tensor_batch=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info))
 
@@ -374,6 +386,8 @@ class HFRollout:
         if n > 0:
             logits, cache = self._prefill(ids, mask, pos, capacity=ids.shape[1] + resp_len)
             retire = self.retire_finished and _can_select_rows(cache)
+            lean = self._lean if self._lean is not None and _is_preallocated(cache) else None
+            padded = not bool(mask.bool().all())  # left-padded prompts: attention needs the key mask
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
             done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
             cur_mask = mask
@@ -398,7 +412,10 @@ class HFRollout:
                 # finished rows (plain path) are fed pad; their outputs are ignored from here on
                 feed = torch.where(done, torch.full_like(tokens, self.pad_token_id), tokens)
                 cur_mask = torch.cat([cur_mask, cur_mask.new_ones((cur_mask.shape[0], 1))], dim=1)
-                logits, cache = self._forward(feed.unsqueeze(1), cur_mask, next_pos.unsqueeze(1), cache)
+                if lean is not None:
+                    logits = lean.step(feed, next_pos, cache, cur_mask.bool() if padded else None)
+                else:
+                    logits, cache = self._forward(feed.unsqueeze(1), cur_mask, next_pos.unsqueeze(1), cache)
                 next_pos = next_pos + 1
             del cache
 
