@@ -194,8 +194,8 @@ class LeanDecoder:
         cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         bias = None
         if key_mask is not None:
-            bias = torch.zeros(key_mask.shape, dtype=x.dtype, device=x.device)
-            bias.masked_fill_(~key_mask, torch.finfo(x.dtype).min)
+            bias = torch.zeros(key_mask.shape, dtype=torch.float32, device=x.device)
+            bias.masked_fill_(~key_mask, torch.finfo(torch.float32).min)
             bias = bias.view(b, 1, 1, -1)
         for i, t in enumerate(self.layers):
             qkv = F.linear(self._norm(x, t.ln1), t.qkv_w, t.qkv_b)
@@ -206,11 +206,12 @@ class LeanDecoder:
             q, k = qk[:, :h], qk[:, h:].unsqueeze(2)
             v = qkv[:, (h + kvh) * d :].view(b, kvh, 1, d)
             keys, values = cache.layers[i].update(k, v)  # (B, kvh, L+1, d) views of the preallocated buffers
-            scores = torch.matmul(q.reshape(b, kvh, g, d), keys.transpose(-1, -2)) * self.scaling  # (B, kvh, g, L+1)
-            if bias is not None:
-                scores = scores + bias
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
-            attn = torch.matmul(probs, values).reshape(b, h * d)
+            with torch.autocast(x.device.type, enabled=False):  # scores and softmax in fp32, as SDPA accumulates
+                keys, values = keys.float(), values.float()  # no-ops for an fp32 cache; bf16 under rollout.dtype=bf16
+                scores = torch.matmul(q.reshape(b, kvh, g, d).float(), keys.transpose(-1, -2)) * self.scaling
+                if bias is not None:  # scores: (B, kvh, g, L+1)
+                    scores = scores + bias
+                attn = torch.matmul(torch.softmax(scores, dim=-1), values).reshape(b, h * d)
             x = x + F.linear(attn, t.o_w, t.o_b)
             gu = F.linear(self._norm(x, t.ln2), t.gu_w, t.gu_b)
             inter = gu.shape[-1] // 2
