@@ -34,16 +34,18 @@ __all__ = ["LeanDecoder", "SUPPORTED_MODEL_TYPES"]
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama", "mistral", "qwen3")
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm as the HF Llama family computes it: ``w * (x / sqrt(mean(x^2) + eps))`` in float32, cast back."""
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * h.to(x.dtype)
-
-
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _cat_biases(linears: list[torch.nn.Linear]) -> torch.Tensor | None:
+    """The biases of linear layers fused into one matmul (zeros for a layer without one), or None if none has one."""
+    if all(lin.bias is None for lin in linears):
+        return None
+    return torch.cat(
+        [lin.bias if lin.bias is not None else lin.weight.new_zeros(lin.weight.shape[0]) for lin in linears]
+    )
 
 
 class _Layer:
@@ -142,29 +144,10 @@ class LeanDecoder:
                 attn, mlp = layer.self_attn, layer.mlp
                 t = _Layer()
                 t.qkv_w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight], dim=0)
-                biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]
-                t.qkv_b = None
-                if any(b is not None for b in biases):
-                    t.qkv_b = torch.cat(
-                        [
-                            b if b is not None else w.new_zeros(w.shape[0])
-                            for b, w in zip(biases, (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight))
-                        ]
-                    )
+                t.qkv_b = _cat_biases([attn.q_proj, attn.k_proj, attn.v_proj])
                 t.o_w, t.o_b = attn.o_proj.weight, attn.o_proj.bias
                 t.gu_w = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight], dim=0)
-                t.gu_b = None
-                if mlp.gate_proj.bias is not None or mlp.up_proj.bias is not None:
-                    t.gu_b = torch.cat(
-                        [
-                            mlp.gate_proj.bias
-                            if mlp.gate_proj.bias is not None
-                            else mlp.gate_proj.weight.new_zeros(mlp.gate_proj.weight.shape[0]),
-                            mlp.up_proj.bias
-                            if mlp.up_proj.bias is not None
-                            else mlp.up_proj.weight.new_zeros(mlp.up_proj.weight.shape[0]),
-                        ]
-                    )
+                t.gu_b = _cat_biases([mlp.gate_proj, mlp.up_proj])
                 t.down_w, t.down_b = mlp.down_proj.weight, mlp.down_proj.bias
                 t.act = mlp.act_fn
                 t.ln1, t.ln2 = layer.input_layernorm, layer.post_attention_layernorm
