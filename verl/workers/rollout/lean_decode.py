@@ -194,7 +194,7 @@ class LeanDecoder:
                 scores = torch.matmul(q.reshape(b, kvh, g, d).float(), keys.transpose(-1, -2)) * self.scaling
                 if bias is not None:  # scores: (B, kvh, g, L+1)
                     scores = scores + bias
-                attn = torch.matmul(torch.softmax(scores, dim=-1), values).reshape(b, h * d)
+                attn = torch.matmul(torch.softmax(scores, dim=-1), values).reshape(b, h * d).to(qkv.dtype)
             x = x + F.linear(attn, t.o_w, t.o_b)
             gu = F.linear(self._norm(x, t.ln2), t.gu_w, t.gu_b)
             inter = gu.shape[-1] // 2
