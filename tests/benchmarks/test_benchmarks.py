@@ -57,3 +57,12 @@ def test_gpu_throughput_smoke_on_cpu():
     out = bench.main(["--model-size", "smoke", "--device", "cpu", "--steps", "2", "--prompts", "2", "--n", "2"])
     assert out["tokens_per_s"] > 0 and 0 < out["mfu_train"] < 1 and 0 < out["mfu_rollout"] < 1
     assert out["device"].startswith("cpu")
+
+
+def test_heldout_table_pairs_repetitions_by_seed():
+    bench = load("trl_vs_verl")
+    summary = {"trl": {"eval_acc_runs": [0.30, 0.20, 0.40]}, "verl": {"eval_acc_runs": [0.35, 0.30, 0.40]}}
+    table = bench.heldout_table(summary, "trl", 200, [1, 2, 3])
+    # paired differences 0.05, 0.10, 0.00: mean 0.05, std 0.05, std. error 0.05 / sqrt(3) = 0.029
+    assert "| verl | 0.350 | 0.350, 0.300, 0.400 | +0.050 ± 0.029 |" in table
+    assert "| trl | 0.300 | 0.300, 0.200, 0.400 | - |" in table and "seeds [1, 2, 3]" in table

@@ -13,7 +13,8 @@ kernels -- it is what an inference engine does on a GPU:
   grouped heads (no repeated keys/values), masked where the left-padded prompt has no token;
 * the model's own RMSNorm epsilon and activation; the last norm and ``lm_head`` on the one position.
 
-The prompt prefill stays the model's own forward. Supported: ``model_type`` qwen2, llama, mistral (without a sliding
+The prompt prefill stays the model's own forward. The step needs the preallocated cache
+(``rollout.preallocate_kv_cache``, default on); without it the rollout keeps the generic forward. Supported: ``model_type`` qwen2, llama, mistral (without a sliding
 window shorter than the sequence) and qwen3 (per-head q/k norms); anything else -- or a module whose layout is not
 the standard one -- returns ``None`` from `LeanDecoder.build` and the rollout keeps the generic forward. The results
 equal the generic forward's within float tolerance (``tests/workers/rollout/test_lean_decode.py``).
@@ -26,17 +27,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import rotate_half  # the rotary helper of the whole family
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LeanDecoder", "SUPPORTED_MODEL_TYPES"]
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama", "mistral", "qwen3")
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def _cat_biases(linears: list[torch.nn.Linear]) -> torch.Tensor | None:
