@@ -212,6 +212,38 @@ def test_failing_reward_function_gets_fallback_and_is_counted(tmp_path):
     assert_finite(numeric(result["history"], 2))
 
 
+def test_reward_fields_are_logged_and_validation_samples_n_per_prompt(tmp_path):
+    reward_file = tmp_path / "fields.py"
+    reward_file.write_text(
+        "from verl.utils.reward_score import default_compute_score\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):\n"
+        "    score = default_compute_score(data_source, solution_str, ground_truth, extra_info)\n"
+        "    return {'score': score, 'acc': score >= 1.0, 'length': len(solution_str)}\n"
+    )
+    result = run_ppo(
+        small_config(
+            tmp_path / "run",
+            f"custom_reward_function.path={reward_file}",
+            "actor_rollout_ref.rollout.val_kwargs.n=3",
+            "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
+            "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+            "trainer.total_training_steps=1",
+            "trainer.test_freq=1",
+            "trainer.log_val_generations=2",
+        )
+    )
+    h = result["history"]
+    logged = [json.loads(line) for line in (tmp_path / "run" / "val_generations.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged] == [0, 0, 1, 1]  # before training and after step 1, 2 samples each
+    assert "What is" in logged[0]["input"] and isinstance(logged[0]["output"], str) and "score" in logged[0]
+    lengths = dict(h["reward/length/mean"])
+    assert lengths[1] > 0 and 0.0 <= dict(h["reward/acc/mean"])[1] <= 1.0
+    mean3, best3 = dict(h["val-core/arithmetic/acc/mean@3"]), dict(h["val-core/arithmetic/acc/best@3"])
+    assert 0.0 <= mean3[1] <= best3[1] <= 1.0  # best of 3 is at least their mean
+    assert dict(h["val-aux/arithmetic/acc/mean@3"])[1] == pytest.approx(mean3[1])
+    assert "val-core/arithmetic/acc/mean@1" not in h
+
+
 def test_responses_that_never_reach_eos(tmp_path):
     result = run_ppo(small_config(tmp_path, "data.max_response_length=4", "trainer.val_before_train=false"))
     clip = dict(result["history"]["response_length/clip_ratio"])

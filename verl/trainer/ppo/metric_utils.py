@@ -55,13 +55,21 @@ def compute_data_metrics(batch: DataProto, use_critic: bool) -> dict[str, float]
     return metrics
 
 
+# stages not proportional to the batch's tokens: no per-token figure
+_NOT_PER_TOKEN = frozenset({"step", "testing", "save_checkpoint", "ray_overhead", "reshard"})
+
+
 def compute_timing_metrics(batch: DataProto, timing_raw: dict[str, float]) -> dict[str, float]:
-    """``timing_s/<stage>`` for every stage, and ``timing_per_token_ms/<stage>``."""
+    """``timing_s/<stage>`` for every stage, and ``timing_per_token_ms/<stage>`` for the batch's stages: ``gen`` per
+    response token (what it produces), the others per prompt + response token (what they process), as in verl."""
     metrics = {f"timing_s/{k}": v for k, v in timing_raw.items()}
     n_tokens = batch.batch["attention_mask"].sum().item()
+    mask = batch.batch.get("response_mask")
+    n_response = mask.sum().item() if mask is not None else n_tokens
     for k, v in timing_raw.items():
-        if k != "step" and n_tokens:
-            metrics[f"timing_per_token_ms/{k}"] = 1000.0 * v / n_tokens
+        per = n_response if k in ("gen", "gen_max") else n_tokens
+        if k not in _NOT_PER_TOKEN and per:
+            metrics[f"timing_per_token_ms/{k}"] = 1000.0 * v / per
     return metrics
 
 

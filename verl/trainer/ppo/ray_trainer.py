@@ -13,6 +13,8 @@ the updates), ``on_validation`` and ``on_step_end``; evaluators add ``eval/<name
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import random
 import shutil
@@ -36,6 +38,8 @@ from verl.trainer.ppo.metric_utils import (
 )
 from verl.utils.dataset.rl_dataset import PromptLoader, collate_prompts
 from verl.utils.tracking import Tracking
+
+logger = logging.getLogger(__name__)
 
 CRITIC_ESTIMATORS = ("gae",)
 
@@ -250,6 +254,12 @@ class RayPPOTrainer:
     def _data_metrics(self, batch: DataProto, timing_raw: dict) -> dict[str, float]:
         t = self.config.trainer
         metrics = compute_data_metrics(batch, self.use_critic)
+        if "overlong_penalty" in batch.batch:
+            metrics["reward/overlong_penalty_mean"] = batch.batch["overlong_penalty"].mean().item()
+        for key in batch.meta_info.get("reward_extra_keys", []):  # the reward function's own numeric fields
+            values = [float(v) for v in batch.non_tensor_batch.get(key, []) if _is_number(v) and v == v]
+            if values:
+                metrics[f"reward/{key}/mean"] = float(np.mean(values))
         metrics.update(compute_timing_metrics(batch, timing_raw))
         metrics.update(compute_throughput_metrics(batch, timing_raw, t.n_gpus_per_node * t.nnodes))
         return metrics
@@ -290,7 +300,9 @@ class RayPPOTrainer:
                     baseline_batch = batch.select(batch_keys=[], non_tensor_batch_keys=list(batch.non_tensor_batch))
                     baseline_batch = baseline_batch.union(baseline_out)
                     baseline_scores, _ = self._score(baseline_batch)
-                    batch.batch["reward_baselines"] = baseline_scores.sum(-1)
+                    # on the scale of the sampled responses' rewards: the same overlong penalty and reward_temp
+                    baseline = baseline_scores.sum(-1) + self._overlong_penalty(baseline_out.batch["response_mask"])
+                    batch.batch["reward_baselines"] = baseline / float(cfg.algorithm.get("reward_temp", 1.0))
             batch = batch.repeat(n, interleave=True)
             batch.pop(batch_keys=["input_ids", "attention_mask", "position_ids"])
             batch = batch.union(gen_output)
@@ -299,7 +311,8 @@ class RayPPOTrainer:
             batch.batch["token_level_scores"] = reward_tensor
             for k, v in extra.items():
                 batch.non_tensor_batch[k] = np.array(v, dtype=object)
-            self._apply_overlong_penalty(batch, metrics)
+            batch.meta_info["reward_extra_keys"] = [k for k in extra if k not in ("score", "reward_errors")]
+            self._apply_overlong_penalty(batch)
             errors = int(extra.get("reward_errors", [0])[0]) if extra.get("reward_errors") else 0
             metrics["reward/errors"] = metrics.get("reward/errors", 0) + errors
             if not filter_cfg.enable:
@@ -310,15 +323,25 @@ class RayPPOTrainer:
             target = cfg.data.train_batch_size if prompts is None else len(prompts)
             limit = filter_cfg.max_num_gen_batches if prompts is None else 1
             if num_groups >= target or (limit > 0 and num_gen_batches >= limit):
-                merged = DataProto.concat([k for k in kept if len(k)])
                 metrics["train/num_gen_batches"] = num_gen_batches
                 metrics["train/num_kept_groups"] = num_groups
-                if len(merged) == 0:
+                if num_groups >= target:
+                    return _concat_filling_extras(kept)[: target * n]
+                # a partial batch: whole groups, as many as split evenly over the data-parallel workers
+                groups = _whole_groups_for_workers(num_groups, n, self._dp_world_size())
+                if groups == 0:
                     raise RuntimeError(
-                        f"dynamic sampling kept no group in {num_gen_batches} generation batches: every group's "
-                        "rewards were equal. Raise algorithm.filter_groups.max_num_gen_batches or disable it."
+                        f"dynamic sampling kept {num_groups} groups in {num_gen_batches} generation batches (every "
+                        "other group's rewards were equal), too few to train on "
+                        f"{self._dp_world_size()} data-parallel workers. Raise "
+                        "algorithm.filter_groups.max_num_gen_batches or disable filter_groups."
                     )
-                return merged[: target * n] if num_groups >= target else merged
+                return _concat_filling_extras(kept)[: groups * n]
+
+    def _dp_world_size(self) -> int:
+        """Data-parallel workers the update batches are split over (1 with the local backend)."""
+        t = self.config.trainer
+        return int(t.n_gpus_per_node) * int(t.nnodes) if t.get("backend", "local") == "ray" else 1
 
     def _score(self, batch: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
         """Training scores: the reward model (if any), then the reward function, then the reward hooks."""
@@ -327,17 +350,25 @@ class RayPPOTrainer:
         reward_tensor, extra = compute_reward(batch, self.reward_fn)
         return apply_reward_hooks(self.reward_hooks, reward_tensor), extra
 
-    def _apply_overlong_penalty(self, batch: DataProto, metrics: dict) -> None:
+    def _overlong_penalty(self, response_mask: torch.Tensor) -> torch.Tensor:
+        """DAPO's soft overlong penalty per row (zeros when ``reward_model.overlong_buffer`` is off)."""
         ob = self.config.reward_model.overlong_buffer
+        lengths = response_mask.sum(-1)
         if not ob.enable:
-            return
-        lengths = batch.batch["response_mask"].sum(-1)
-        penalty = core_algos.compute_overlong_penalty(
+            return torch.zeros(len(lengths), dtype=torch.float32)
+        return core_algos.compute_overlong_penalty(
             lengths, self.config.data.max_response_length, ob.len, ob.penalty_factor
-        )
-        last = (lengths - 1).clamp(min=0).long()
-        batch.batch["token_level_scores"][torch.arange(len(batch)), last] += penalty
-        metrics["reward/overlong_penalty_mean"] = penalty.float().mean().item()
+        ).float()
+
+    def _apply_overlong_penalty(self, batch: DataProto) -> None:
+        if not self.config.reward_model.overlong_buffer.enable:
+            return
+        mask = batch.batch["response_mask"]
+        penalty = self._overlong_penalty(mask)
+        last = (mask.sum(-1) - 1).clamp(min=0).long()
+        scores = batch.batch["token_level_scores"]
+        scores[torch.arange(len(batch)), last] += penalty.to(scores.dtype)
+        batch.batch["overlong_penalty"] = penalty  # kept with its rows: the metric covers the trained batch
 
     def _train_on_batch(self, batch: DataProto, metrics: dict, timing_raw: dict) -> DataProto:
         cfg = self.config
@@ -431,38 +462,58 @@ class RayPPOTrainer:
         return metrics
 
     def _validate(self) -> dict[str, float]:
-        """Greedy (``rollout.val_kwargs``) responses to every validation prompt, scored by ``val_reward_fn``.
+        """``rollout.val_kwargs.n`` responses (greedy by default: ``val_kwargs``) to every validation prompt, scored
+        by ``val_reward_fn``.
 
-        Metrics: ``val-core/<data_source>/reward/mean@1``, ``val-core/<data_source>/acc/mean@1`` (share of full
-        scores), ``val-core/acc`` over all sources, ``eval/reward_mean`` and ``eval/reward_std`` (mean and
-        population std of the sequence scores), and each evaluator's ``eval/<name>_*``. Reward hooks and
-        ``reward_temp`` do not apply here: these are the task's raw scores.
+        Metrics, with N = ``val_kwargs.n``: ``val-core/<data_source>/reward/mean@N``, ``val-core/<data_source>/acc/
+        mean@N`` (share of full scores) and, for N > 1, ``.../acc/best@N`` (share of prompts with a full score among
+        their N responses); ``val-core/acc`` and ``val-core/reward`` over all sources; ``val-aux/<data_source>/<key>/
+        mean@N`` for each numeric field the reward function returns besides the score; ``eval/reward_mean`` and
+        ``eval/reward_std`` (mean and population std of the sequence scores); each evaluator's ``eval/<name>_*``.
+        Reward hooks and ``reward_temp`` do not apply here: these are the task's raw scores.
         """
         cfg = self.config
+        n = max(int(cfg.actor_rollout_ref.rollout.val_kwargs.get("n", 1) or 1), 1)
         items = [self.val_dataset[i] for i in range(len(self.val_dataset))]
         bsz = cfg.data.val_batch_size or len(items)
         scores, sources, outputs = [], [], []
+        extras: dict[str, list[float]] = defaultdict(list)
+        num_logged, samples = int(cfg.trainer.get("log_val_generations", 0) or 0), []
         for start in range(0, len(items), bsz):
-            batch = collate_prompts(items[start : start + bsz], self.tokenizer.pad_token_id)
+            batch = collate_prompts(items[start : start + bsz], self.tokenizer.pad_token_id).repeat(n, interleave=True)
             gen = batch.select(batch_keys=["input_ids", "attention_mask", "position_ids"])
             gen.meta_info["validate"] = True
+            # keyed by the row's place in the whole validation set: the same samples on any number of workers
+            gen.batch["sample_index"] = torch.arange(start * n, start * n + len(gen), dtype=torch.int64)
             out = self.actor_rollout_wg.generate_sequences(gen)
             batch.pop(batch_keys=["input_ids", "attention_mask", "position_ids"])
             batch = batch.union(out)
             if self.use_rm:
                 batch = batch.union(self.rm_wg.compute_rm_score(batch))
-            reward_tensor, _ = compute_reward(batch, self.val_reward_fn)
+            reward_tensor, extra = compute_reward(batch, self.val_reward_fn)
             batch.batch["token_level_scores"] = reward_tensor
             outputs.append(batch)
             scores.extend(reward_tensor.sum(-1).tolist())
             sources.extend(batch.non_tensor_batch["data_source"].tolist())
-        by_source: dict[str, list[float]] = defaultdict(list)
-        for s, src in zip(scores, sources):
-            by_source[src].append(s)
+            samples.extend(self._generation_samples(batch, reward_tensor, limit=num_logged - len(samples)))
+            for key, values in extra.items():
+                if key not in ("score", "reward_errors") and len(values) == len(batch):
+                    extras[key].extend(values)
         metrics: dict[str, float] = {}
-        for src, vals in by_source.items():
-            metrics[f"val-core/{src}/reward/mean@1"] = float(np.mean(vals))
-            metrics[f"val-core/{src}/acc/mean@1"] = float(np.mean([v >= 1.0 for v in vals]))
+        for src in dict.fromkeys(sources):
+            rows = [i for i, s in enumerate(sources) if s == src]
+            vals = [scores[i] for i in rows]
+            metrics[f"val-core/{src}/reward/mean@{n}"] = float(np.mean(vals))
+            metrics[f"val-core/{src}/acc/mean@{n}"] = float(np.mean([v >= 1.0 for v in vals]))
+            if n > 1:  # rows of one prompt are consecutive (interleaved repeat)
+                groups = [vals[i : i + n] for i in range(0, len(vals), n)]
+                metrics[f"val-core/{src}/acc/best@{n}"] = float(np.mean([max(g) >= 1.0 for g in groups]))
+            for key, values in extras.items():
+                numeric = [float(values[i]) for i in rows if _is_number(values[i]) and values[i] == values[i]]
+                if numeric:  # NaN: a sample whose scoring call failed
+                    metrics[f"val-aux/{src}/{key}/mean@{n}"] = float(np.mean(numeric))
+        if samples:
+            self._write_val_generations(samples)
         metrics["val-core/acc"] = float(np.mean([s >= 1.0 for s in scores]))
         metrics["val-core/reward"] = float(np.mean(scores))
         metrics["eval/reward_mean"] = float(np.mean(scores))
@@ -474,6 +525,32 @@ class RayPPOTrainer:
                 run_evaluators(self.evaluators, self, concat_left_padded(outputs, self.tokenizer.pad_token_id))
             )
         return metrics
+
+    def _generation_samples(self, batch: DataProto, reward_tensor: torch.Tensor, limit: int) -> list[dict]:
+        """Up to ``limit`` rows of a scored validation batch as {input, output, score} text."""
+        if limit <= 0:
+            return []
+        b = batch.batch
+        rows = range(min(limit, len(batch)))
+        prompt_mask = b["attention_mask"][:, : b["prompts"].shape[1]].bool()
+        decode = self.tokenizer.decode
+        return [
+            {
+                "input": decode(b["prompts"][i][prompt_mask[i]], skip_special_tokens=True),
+                "output": decode(b["responses"][i][b["response_mask"][i].bool()], skip_special_tokens=True),
+                "score": float(reward_tensor[i].sum()),
+            }
+            for i in rows
+        ]
+
+    def _write_val_generations(self, samples: list[dict]) -> None:
+        """``trainer.log_val_generations``: the first N validation samples of each validation, appended as JSON lines
+        to ``<default_local_dir>/val_generations.jsonl`` (one line per sample, with the step)."""
+        root = self._checkpoint_root()
+        os.makedirs(root, exist_ok=True)
+        with open(os.path.join(root, "val_generations.jsonl"), "a") as f:
+            for sample in samples:
+                f.write(json.dumps({"step": self.global_steps, **sample}) + "\n")
 
     # ---------------------------------------------------------------- checkpoints
     def _checkpoint_root(self) -> str:
@@ -509,16 +586,33 @@ class RayPPOTrainer:
         return final
 
     def _prune_checkpoints(self, root: str) -> None:
-        keep = self.config.trainer.max_actor_ckpt_to_keep
-        if not keep or keep <= 0:
+        """Keep the checkpoint just written and the newest ``keep - 1`` before it (``keep`` = the smaller of the
+        actor/critic limits that are set). Higher-numbered checkpoints left by an abandoned run (one restarted with
+        ``resume_mode=disable``, or resumed from an older path) are not this run's history: they are left alone,
+        with a warning, and never displace the checkpoint just saved."""
+        t = self.config.trainer
+        limits = [k for k in (t.max_actor_ckpt_to_keep, t.max_critic_ckpt_to_keep) if k is not None and k > 0]
+        if not limits:
             return
+        keep = min(limits)
         steps = sorted(
             int(d.split("_")[-1])
             for d in os.listdir(root)
             if d.startswith("global_step_") and d.split("_")[-1].isdigit()
         )
-        for step in steps[:-keep]:
+        older = [s for s in steps if s < self.global_steps]
+        for step in older[: max(len(older) - (keep - 1), 0)]:
             shutil.rmtree(os.path.join(root, f"global_step_{step}"), ignore_errors=True)
+        newer = [s for s in steps if s > self.global_steps]
+        if newer and not getattr(self, "_warned_newer_ckpts", False):
+            self._warned_newer_ckpts = True
+            logger.warning(
+                "%s holds checkpoints of later steps %s from an earlier run; they are not pruned and not resumed "
+                "from (latest_checkpointed_iteration.txt names step %d). Delete them if they are not needed.",
+                root,
+                newer,
+                self.global_steps,
+            )
 
     def _find_resume_dir(self) -> str | None:
         t = self.config.trainer
@@ -537,7 +631,13 @@ class RayPPOTrainer:
             return None
         step = open(latest).read().strip()
         path = os.path.join(self._checkpoint_root(), f"global_step_{step}")
-        return path if os.path.isdir(path) else None
+        if not os.path.isdir(path):  # starting over silently would overwrite the run's history
+            raise FileNotFoundError(
+                f"{latest} names step {step!r} but {path} does not exist. Resume from another checkpoint with "
+                "trainer.resume_mode=resume_path trainer.resume_from_path=<dir>, or start over with "
+                "trainer.resume_mode=disable."
+            )
+        return path
 
     def _load_checkpoint(self) -> None:
         path = self._find_resume_dir()
@@ -567,6 +667,30 @@ def uses_reference_policy(config) -> bool:
 def uses_critic(config) -> bool:
     enable = config.critic.enable
     return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, bool, np.number)) and not isinstance(value, str)
+
+
+def _whole_groups_for_workers(num_groups: int, n: int, world_size: int) -> int:
+    """The most whole groups of ``n`` rows, at most ``num_groups``, whose rows split evenly over ``world_size``."""
+    groups = num_groups
+    while groups > 0 and (groups * n) % world_size:
+        groups -= 1
+    return groups
+
+
+def _concat_filling_extras(parts: list[DataProto]) -> DataProto:
+    """``DataProto.concat`` of generation batches whose reward extra columns may differ (a column a scorer never
+    returned in one batch): the missing entries become NaN instead of failing the step."""
+    parts = [p for p in parts if len(p)]
+    keys = dict.fromkeys(k for p in parts for k in p.non_tensor_batch)
+    for p in parts:
+        for k in keys:
+            if k not in p.non_tensor_batch:
+                p.non_tensor_batch[k] = np.full(len(p), np.nan, dtype=object)
+    return DataProto.concat(parts)
 
 
 def _filter_groups(batch: DataProto, metric: str, n: int) -> tuple[DataProto, int]:

@@ -57,6 +57,7 @@ class NaiveRewardManager:
 
         self.tokenizer = tokenizer
         self.num_examine = num_examine
+        self._default_compute_score = default_compute_score
         self.compute_score = compute_score or default_compute_score
         self.reward_fn_key = reward_fn_key
         self.error_score = float(error_score)
@@ -100,12 +101,21 @@ class NaiveRewardManager:
         valid_len = response_mask.sum(-1).long()
         reward_tensor = torch.zeros(responses.shape, dtype=torch.float32)
         extra_info_out: dict[str, list] = defaultdict(list)
+        per_sample_extra: list[dict] = []
+        extra_keys: dict[str, None] = {}  # ordered set: the columns in first-seen order
         errors = 0
         texts = self.tokenizer.batch_decode(
             [responses[i, : int(valid_len[i])] for i in range(len(data))], skip_special_tokens=True
         )
+        nt = data.non_tensor_batch
+        if self.reward_fn_key not in nt and self.compute_score is self._default_compute_score:
+            # every sample would fail the same way: a configuration error, not a bad sample
+            raise KeyError(
+                f"reward: data.reward_fn_key={self.reward_fn_key!r} is not a column of the batch (columns: "
+                f"{sorted(nt)}); the default scorer picks its rule by that column. Set data.reward_fn_key to the "
+                "column that names each row's task, or pass custom_reward_function.path"
+            )
         for i, text in enumerate(texts):
-            nt = data.non_tensor_batch
             source = nt[self.reward_fn_key][i] if self.reward_fn_key in nt else "unknown"
             rm = nt["reward_model"][i] if "reward_model" in nt else {}
             truth = rm.get("ground_truth") if isinstance(rm, dict) else None
@@ -113,8 +123,8 @@ class NaiveRewardManager:
             score, extra_fields, failed = self._score_one(source, text, truth, extra)
             errors += failed
             extra_info_out["score"].append(score)
-            for k, v in extra_fields.items():
-                extra_info_out[k].append(v)
+            per_sample_extra.append(extra_fields)
+            extra_keys.update(dict.fromkeys(extra_fields))
             if int(valid_len[i]) > 0:
                 reward_tensor[i, int(valid_len[i]) - 1] = score
             else:  # an empty response still gets its score (on the first slot) so it is not silently 0
@@ -124,8 +134,11 @@ class NaiveRewardManager:
                 print(f"[{source}] response={text!r} ground_truth={truth!r} score={score}")
         if errors:
             logger.warning("%d of %d reward calls failed; last: %s", errors, len(data), self.last_error)
-        # Columns that only some samples have cannot become a per-sample array: keep the complete ones.
-        extra_info_out = {k: v for k, v in extra_info_out.items() if len(v) == len(data)}
+        # A column some samples lack (their scoring call failed, or returned fewer keys) gets NaN there, so one bad
+        # sample never drops a metric for the whole batch.
+        for fields in per_sample_extra:
+            for k in extra_keys:
+                extra_info_out[k].append(fields.get(k, math.nan))
         extra_info_out["reward_errors"] = [errors] * len(data)
         if return_dict:
             return {"reward_tensor": reward_tensor, "reward_extra_info": dict(extra_info_out)}

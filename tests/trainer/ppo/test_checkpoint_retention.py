@@ -1,0 +1,82 @@
+"""Checkpoint retention and auto-resume bookkeeping of `RayPPOTrainer`, with stub workers (no model)."""
+
+import logging
+import os
+
+import pytest
+from omegaconf import OmegaConf
+
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+
+class _StubWorkers:
+    def save_checkpoint(self, path):
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "weights"), "w") as f:
+            f.write("w")
+
+
+class _StubLoader:
+    def state_dict(self):
+        return {"epoch": 0, "batch_idx": 0}
+
+
+def _trainer(root, keep_actor=None, keep_critic=None, resume_mode="auto"):
+    t = RayPPOTrainer.__new__(RayPPOTrainer)  # only the checkpoint bookkeeping is exercised
+    t.config = OmegaConf.create(
+        {
+            "trainer": {
+                "default_local_dir": str(root),
+                "max_actor_ckpt_to_keep": keep_actor,
+                "max_critic_ckpt_to_keep": keep_critic,
+                "resume_mode": resume_mode,
+                "resume_from_path": None,
+            }
+        }
+    )
+    t.actor_rollout_wg, t.use_critic, t.train_loader, t.kl_ctrl_in_reward = _StubWorkers(), False, _StubLoader(), None
+    return t
+
+
+def _steps(root):
+    return sorted(int(d.split("_")[-1]) for d in os.listdir(root) if d.startswith("global_step_"))
+
+
+def test_keeps_the_newest_n(tmp_path):
+    t = _trainer(tmp_path, keep_actor=2)
+    for step in (1, 2, 3, 4):
+        t.global_steps = step
+        t._save_checkpoint()
+    assert _steps(tmp_path) == [3, 4]
+    assert t._find_resume_dir() == str(tmp_path / "global_step_4")
+
+
+def test_critic_limit_alone_prunes(tmp_path):
+    t = _trainer(tmp_path, keep_critic=1)
+    for step in (1, 2):
+        t.global_steps = step
+        t._save_checkpoint()
+    assert _steps(tmp_path) == [2]
+
+
+def test_later_checkpoints_of_an_abandoned_run_never_displace_the_new_one(tmp_path, caplog):
+    # a longer earlier run left global_step_100; this one was started over (resume_mode=disable)
+    (tmp_path / "global_step_100" / "actor").mkdir(parents=True)
+    t = _trainer(tmp_path, keep_actor=1)
+    with caplog.at_level(logging.WARNING):
+        for step in (5, 10):
+            t.global_steps = step
+            saved = t._save_checkpoint()
+            assert os.path.isdir(saved)
+    assert _steps(tmp_path) == [10, 100]  # step 5 pruned, the stale 100 left alone
+    assert "later steps [100]" in caplog.text
+    assert t._find_resume_dir() == str(tmp_path / "global_step_10")  # auto-resume follows the latest save
+
+
+def test_latest_pointing_at_a_missing_directory_is_an_error_not_a_fresh_start(tmp_path):
+    t = _trainer(tmp_path)
+    t.global_steps = 3
+    t._save_checkpoint()
+    os.rename(tmp_path / "global_step_3", tmp_path / "moved")
+    with pytest.raises(FileNotFoundError, match="names step '3'.*resume_mode"):
+        t._find_resume_dir()

@@ -1,0 +1,55 @@
+"""`NaiveRewardManager`: outcome score on the last valid token, a failing sample gets error_score without dropping
+the batch's extra columns, and a missing data_source column is one clear error."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from verl.protocol import DataProto
+from verl.utils.model import load_tokenizer
+from verl.workers.reward_manager import NaiveRewardManager
+
+MODEL = "builtin://tiny-qwen2-arith-sft"
+
+
+def _batch(tok, texts, lengths, non_tensor):
+    R = max(lengths) + 1
+    responses = torch.full((len(texts), R), tok.pad_token_id)
+    mask = torch.zeros(len(texts), R, dtype=torch.long)
+    for i, (text, n) in enumerate(zip(texts, lengths)):
+        ids = tok(text, add_special_tokens=False)["input_ids"][:n]
+        responses[i, : len(ids)] = torch.tensor(ids)
+        mask[i, : len(ids)] = 1
+    return DataProto.from_dict({"responses": responses, "response_mask": mask}, non_tensor)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer(MODEL)
+
+
+def test_a_failing_sample_keeps_the_extra_columns_with_nan(tok):
+    def score(data_source, solution_str, ground_truth, extra_info=None):
+        if solution_str.startswith("boom"):
+            raise RuntimeError("bad sample")
+        return {"score": 1.0, "acc": True}
+
+    batch = _batch(tok, ["12", "boom", "7"], [2, 4, 1], {"data_source": np.array(["x"] * 3, dtype=object)})
+    out = NaiveRewardManager(tok, compute_score=score, error_score=-1.0)(batch, return_dict=True)
+    rewards, extra = out["reward_tensor"], out["reward_extra_info"]
+    assert rewards[0, 1] == 1.0 and rewards[1, 3] == -1.0 and rewards[2, 0] == 1.0  # last valid token
+    assert rewards.sum().item() == 1.0
+    assert extra["acc"][0] is True and math.isnan(extra["acc"][1]) and extra["acc"][2] is True
+    assert extra["reward_errors"] == [1, 1, 1]
+
+
+def test_missing_reward_fn_key_column_is_one_clear_error(tok):
+    batch = _batch(tok, ["12"], [2], {"task": np.array(["arithmetic"], dtype=object)})
+    with pytest.raises(KeyError, match=r"data.reward_fn_key='data_source'.*columns: \['task'\]"):
+        NaiveRewardManager(tok)(batch)
+    # a custom scorer may not need the column: it still runs, with data_source "unknown"
+    seen = []
+    NaiveRewardManager(tok, compute_score=lambda src, *a, **k: seen.append(src) or 0.5)(batch)
+    assert seen == ["unknown"]
