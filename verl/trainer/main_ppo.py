@@ -12,6 +12,7 @@ drives the same controller through it.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
@@ -26,6 +27,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.model import load_tokenizer
 from verl.utils.torch_functional import set_seed
 from verl.workers.reward_manager import NaiveRewardManager, load_custom_reward_function
+
+logger = logging.getLogger(__name__)
 
 
 def check_config(config: DictConfig) -> None:
@@ -45,7 +48,7 @@ def check_config(config: DictConfig) -> None:
             f"of ppo_mini_batch_size * rollout.n = {a.ppo_mini_batch_size * n} responses"
         )
     est = config.algorithm.adv_estimator
-    if est in ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline") and n < 2:
+    if est in ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg") and n < 2:
         raise ConfigError(
             f"algorithm.adv_estimator={est} compares responses within a group: set actor_rollout_ref.rollout.n >= 2"
         )
@@ -80,6 +83,45 @@ def check_config(config: DictConfig) -> None:
                     f"{key} x rollout.n = {rows} responses must split evenly over trainer.nnodes x "
                     f"trainer.n_gpus_per_node = {world} data-parallel workers"
                 )
+
+
+# verl keys that ported scripts set but this version has one answer for: a value other than the one it implements
+# runs anyway, with a warning that says what runs instead (an error would break every ported script).
+_ONE_IMPLEMENTATION = (
+    (
+        "actor_rollout_ref.rollout.name",
+        ("hf",),
+        "sampling runs on the built-in HF KV-cache sampler (same sampling "
+        "semantics: temperature, top-k, top-p, n); vLLM and SGLang engines are not wired in this version",
+    ),
+    (
+        "actor_rollout_ref.actor.strategy",
+        ("dp", "fsdp", "fsdp2"),
+        "the data-parallel worker runs (FSDP2 with trainer.backend=ray); Megatron is not implemented",
+    ),
+    ("critic.strategy", ("dp", "fsdp", "fsdp2"), "the data-parallel worker runs (FSDP2 with trainer.backend=ray)"),
+    (
+        "reward_model.reward_manager",
+        ("naive",),
+        "the naive reward manager runs; DAPO's overlong penalty is reward_model.overlong_buffer.enable=true",
+    ),
+    (
+        "actor_rollout_ref.hybrid_engine",
+        (True,),
+        "the rollout samples with the actor's own weights (the hybrid engine is the only layout)",
+    ),
+)
+
+
+def warn_unimplemented_choices(config: DictConfig) -> list[str]:
+    """One warning per `_ONE_IMPLEMENTATION` key set to a value this version does not implement; returns them."""
+    messages = []
+    for key, supported, what_runs in _ONE_IMPLEMENTATION:
+        value = OmegaConf.select(config, key)
+        if value is not None and value not in supported:
+            messages.append(f"{key}={value}: {what_runs}")
+            logger.warning("%s=%s: %s", key, value, what_runs)
+    return messages
 
 
 def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
@@ -162,6 +204,7 @@ def build_trainer(
         if hasattr(cb, "configure"):
             cb.configure(config)
     check_config(config)
+    warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)
     out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
     os.makedirs(out_dir, exist_ok=True)

@@ -120,15 +120,29 @@ def load_tokenizer(path: str, padding_side: str = "left"):
     return tokenizer
 
 
-def load_causal_lm(path: str, dtype: torch.dtype | str = torch.float32):
-    """Load ``AutoModelForCausalLM`` from a local directory (or ``builtin://`` name)."""
-    from transformers import AutoModelForCausalLM
+def load_causal_lm(path: str, dtype: torch.dtype | str = torch.float32, override_config: dict | None = None):
+    """Load ``AutoModelForCausalLM`` from a local directory (or ``builtin://`` name). ``override_config``
+    (verl's ``actor_rollout_ref.model.override_config``): attributes of the model's config replaced before the
+    weights load, e.g. ``{"attention_dropout": 0.0}``; a key the config does not have is an error naming it."""
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     local = resolve_model_path(path)
     hf_logging.disable_progress_bar()
+    kwargs = {}
+    if override_config:
+        config = AutoConfig.from_pretrained(local)
+        unknown = sorted(k for k in override_config if not hasattr(config, k))
+        if unknown:
+            raise ValueError(
+                f"actor_rollout_ref.model.override_config: {unknown} are not attributes of {local}'s config "
+                f"({type(config).__name__})"
+            )
+        for key, value in override_config.items():
+            setattr(config, key, value)
+        kwargs["config"] = config
     try:
-        return AutoModelForCausalLM.from_pretrained(local, dtype=_as_dtype(dtype))
+        return AutoModelForCausalLM.from_pretrained(local, dtype=_as_dtype(dtype), **kwargs)
     except Exception as e:
         raise ValueError(f"could not load a causal LM from {local!r}: {type(e).__name__}: {e}") from e
 

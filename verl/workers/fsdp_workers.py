@@ -13,6 +13,7 @@ and frees them afterwards. ``@register`` says how a worker group spreads each ca
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -27,6 +28,8 @@ from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.rollout.hf_rollout import HFRollout
+
+logger = logging.getLogger(__name__)
 
 
 def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
@@ -46,14 +49,53 @@ def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
     )
 
 
+def _override_config(model_cfg) -> dict:
+    """``model.override_config`` as a plain dict (verl's key: model-config attributes replaced at load)."""
+    from omegaconf import OmegaConf
+
+    value = model_cfg.get("override_config") or {}
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else dict(value)
+
+
 def _fsdp_config(cfg) -> dict:
     return dict(cfg.get("fsdp_config") or {})
 
 
-def _set_dynamic_bsz(data: DataProto, cfg) -> None:
-    """Token-budget micro-batches for a log-prob pass (``log_prob_use_dynamic_bsz``, ``log_prob_max_token_len_per_gpu``)."""
-    data.meta_info.setdefault("use_dynamic_bsz", bool(cfg.get("log_prob_use_dynamic_bsz", False)))
-    data.meta_info.setdefault("max_token_len", cfg.get("log_prob_max_token_len_per_gpu", None))
+def _log_prob_pass(data: DataProto, cfg, temperature: float) -> DataProto:
+    """``data`` (same tensors) with this role's pass settings in a new ``meta_info``: micro-batch rows, token-budget
+    micro-batches (``log_prob_use_dynamic_bsz``, ``log_prob_max_token_len_per_gpu``) and the temperature. The
+    caller's own keys win; its ``meta_info`` is never written, so one role's settings cannot leak into the next
+    role's pass when workers run in the controller's process."""
+    defaults = {
+        "micro_batch_size": cfg.log_prob_micro_batch_size_per_gpu,
+        "use_dynamic_bsz": bool(cfg.get("log_prob_use_dynamic_bsz", False)),
+        "max_token_len": cfg.get("log_prob_max_token_len_per_gpu", None),
+        "temperature": temperature,
+    }
+    return DataProto(dict(data.batch or {}), data.non_tensor_batch, {**defaults, **data.meta_info})
+
+
+def log_prob_temperature(rollout_cfg) -> float:
+    """The temperature log-probs are scored at: ``rollout.temperature``, or 1 where it is <= 0 (greedy sampling,
+    as in vLLM: the policy's own distribution, not a division by zero)."""
+    temperature = float(rollout_cfg.temperature)
+    return temperature if temperature > 0 else 1.0
+
+
+def stop_token_ids(model_path: str, tokenizer) -> list[int]:
+    """Ids that end a response: the model's ``generation_config.json`` ``eos_token_id`` (chat models list several,
+    e.g. Qwen2.5-Instruct's <|im_end|> and <|endoftext|>) plus the tokenizer's EOS."""
+    ids: list[int] = []
+    try:
+        from transformers import GenerationConfig
+
+        eos = GenerationConfig.from_pretrained(resolve_model_path(model_path)).eos_token_id
+    except (OSError, ValueError):  # no generation_config.json: the tokenizer's EOS alone
+        eos = None
+    for e in ([eos] if isinstance(eos, int) else list(eos or [])) + [tokenizer.eos_token_id]:
+        if e is not None and int(e) not in ids:
+            ids.append(int(e))
+    return ids
 
 
 def _set_params(module: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> None:
@@ -98,13 +140,17 @@ class ActorRolloutRefWorker(Worker):
         cfg = self.config
         self.tokenizer = load_tokenizer(cfg.model.path)
         if self._is_actor:
-            self.actor_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype)
+            self.actor_module = load_causal_lm(
+                cfg.model.path, dtype=cfg.model.dtype, override_config=_override_config(cfg.model)
+            )
             if cfg.model.enable_gradient_checkpointing:
                 self.actor_module.gradient_checkpointing_enable()
             if self.distributed:
                 apply_fsdp2(self.actor_module, _fsdp_config(cfg.actor), self.device)
                 # the rollout's own full-weight module: filled from the shards before each generation, then freed
-                self.rollout_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype).to(self.device)
+                self.rollout_module = load_causal_lm(
+                    cfg.model.path, dtype=cfg.model.dtype, override_config=_override_config(cfg.model)
+                ).to(self.device)
                 _set_params(self.rollout_module, None)
             else:
                 self.actor_module.to(self.device)
@@ -124,11 +170,13 @@ class ActorRolloutRefWorker(Worker):
                 self.rollout_module,
                 cfg.rollout,
                 pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.tokenizer.eos_token_id,
+                eos_token_id=stop_token_ids(cfg.model.path, self.tokenizer),
                 seed=self.seed,
             )
         if self._is_ref:
-            self.ref_module = load_causal_lm(cfg.model.path, dtype=cfg.model.dtype)
+            self.ref_module = load_causal_lm(
+                cfg.model.path, dtype=cfg.model.dtype, override_config=_override_config(cfg.model)
+            )
             self.ref_module.requires_grad_(False)
             if self.distributed:
                 apply_fsdp2(self.ref_module, _fsdp_config(cfg.ref), self.device)
@@ -152,8 +200,6 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        prompts.meta_info.setdefault("eos_token_id", self.tokenizer.eos_token_id)
-        prompts.meta_info.setdefault("pad_token_id", self.tokenizer.pad_token_id)
         t = time.perf_counter()
         self._gather_rollout_weights()
         reshard_s = time.perf_counter() - t
@@ -167,24 +213,21 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_log_prob(self, data: DataProto) -> DataProto:
-        data.meta_info.setdefault("micro_batch_size", self.config.rollout.log_prob_micro_batch_size_per_gpu)
-        data.meta_info.setdefault("temperature", self.config.rollout.temperature)
-        _set_dynamic_bsz(data, self.config.rollout)
+        data = _log_prob_pass(data, self.config.rollout, log_prob_temperature(self.config.rollout))
         log_probs, entropys = self.actor.compute_log_prob(self.to_device(data), calculate_entropy=True)
         out = {"old_log_probs": log_probs, "entropys": entropys}
         return self.to_host(DataProto.from_dict(out, meta_info={"temperature": data.meta_info["temperature"]}))
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
-        data.meta_info.setdefault("micro_batch_size", self.config.ref.log_prob_micro_batch_size_per_gpu)
-        data.meta_info.setdefault("temperature", self.config.rollout.temperature)
-        _set_dynamic_bsz(data, self.config.ref)
+        data = _log_prob_pass(data, self.config.ref, log_prob_temperature(self.config.rollout))
         log_probs, _ = self.ref_policy.compute_log_prob(self.to_device(data))
         return self.to_host(DataProto.from_dict({"ref_log_prob": log_probs}))
 
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_actor(self, data: DataProto) -> DataProto:
-        data.meta_info.setdefault("temperature", self.config.rollout.temperature)
+        meta = {"temperature": log_prob_temperature(self.config.rollout), **data.meta_info}
+        data = DataProto(dict(data.batch or {}), data.non_tensor_batch, meta)
         metrics = self.actor.update_policy(self.to_device(data))
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
@@ -315,8 +358,11 @@ class RewardModelWorker(Worker):
 
     In the Ray backend every rank holds the whole (forward-only) model and scores its data-parallel slice.
 
-    The policy's tokens are decoded and re-tokenized with the RM's own tokenizer (and chat template when it has one),
-    so the RM need not share the policy's vocabulary. The score lands on the last response token as ``rm_scores``.
+    The policy's tokens are decoded and re-tokenized with the RM's own tokenizer, so the RM need not share the
+    policy's vocabulary. When the batch carries the prompt's messages (``data.return_raw_chat=true``) and the RM
+    tokenizer has a chat template, the RM reads ``apply_chat_template(messages + [assistant: response])``, the format
+    chat RMs are trained on; otherwise it reads the prompt as the policy saw it (its chat markup kept, padding
+    dropped) followed by the response. The score lands on the last response token as ``rm_scores``.
     """
 
     def __init__(self, config, policy_tokenizer):
@@ -337,19 +383,40 @@ class RewardModelWorker(Worker):
         if self.rm_module.config.pad_token_id is None:
             self.rm_module.config.pad_token_id = self.rm_tokenizer.pad_token_id
 
+    def rm_input_texts(self, data: DataProto) -> list[str]:
+        """The text the RM scores for each row (see the class docstring)."""
+        responses, mask = data.batch["responses"], data.batch["response_mask"]
+        texts = self.policy_tokenizer.batch_decode(
+            [responses[i][mask[i].bool()] for i in range(len(data))], skip_special_tokens=True
+        )
+        raw = data.non_tensor_batch.get("raw_prompt")
+        if raw is not None and getattr(self.rm_tokenizer, "chat_template", None):
+            return [
+                self.rm_tokenizer.apply_chat_template(
+                    [*list(messages), {"role": "assistant", "content": text}], tokenize=False
+                )
+                for messages, text in zip(raw, texts)
+            ]
+        if getattr(self.rm_tokenizer, "chat_template", None) and not getattr(self, "_warned_raw_chat", False):
+            self._warned_raw_chat = True
+            logger.warning(
+                "the reward model's tokenizer has a chat template, but the batch has no prompt messages: set "
+                "data.return_raw_chat=true so the RM reads the conversation in its own template"
+            )
+        prompts, prompt_mask = data.batch["prompts"], data.batch["attention_mask"][:, : data.batch["prompts"].shape[1]]
+        prompt_texts = self.policy_tokenizer.batch_decode(  # the policy's chat markup kept, padding dropped
+            [prompts[i][prompt_mask[i].bool()] for i in range(len(data))], skip_special_tokens=False
+        )
+        return [p + t for p, t in zip(prompt_texts, texts)]
+
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     @torch.no_grad()
     def compute_rm_score(self, data: DataProto) -> DataProto:
         responses, mask = data.batch["responses"], data.batch["response_mask"]
-        prompts = self.policy_tokenizer.batch_decode(data.batch["prompts"], skip_special_tokens=True)
-        texts = self.policy_tokenizer.batch_decode(
-            [responses[i][mask[i].bool()] for i in range(len(data))], skip_special_tokens=True
-        )
+        inputs = self.rm_input_texts(data)
         scores = []
-        for start in range(0, len(texts), self.config.micro_batch_size_per_gpu):
-            chunk = [
-                p + t for p, t in zip(prompts[start:], texts[start : start + self.config.micro_batch_size_per_gpu])
-            ]
+        for start in range(0, len(inputs), self.config.micro_batch_size_per_gpu):
+            chunk = inputs[start : start + self.config.micro_batch_size_per_gpu]
             enc = self.rm_tokenizer(chunk, return_tensors="pt", padding=True, truncation=True)
             logits = self.rm_module(**enc.to(self.device)).logits.cpu()
             scores.append(logits[:, 0].float())

@@ -3,6 +3,7 @@ packed (use_remove_padding) log-probs and entropies, token-budget micro-batches 
 weights, the fused log-prob + entropy, and the update without an old-log-prob pass (on-policy)."""
 
 import copy
+import math
 
 import pytest
 import torch
@@ -154,15 +155,22 @@ def _assert_same_weights(a, b, atol=1e-5):
         torch.testing.assert_close(p, q, atol=atol, rtol=1e-4, msg=f"{name} differs")
 
 
-@pytest.mark.parametrize("loss_agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize(
+    "loss_agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+)
 def test_every_micro_batching_gives_the_whole_mini_batch_gradient(model, loss_agg_mode):
     data = make_batch(seed=2)
     old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
-    data.batch["old_log_probs"] = old - 0.05 * data.batch["advantages"].sign()  # a ratio != 1: clipping is live
+    shift = 0.4 * torch.rand(old.shape, generator=torch.Generator().manual_seed(0))
+    data.batch["old_log_probs"] = old - shift * data.batch["advantages"].sign()  # ratios 1..1.5: some clipped
     common = dict(ppo_mini_batch_size=len(data), loss_agg_mode=loss_agg_mode)
     ref, m_ref = _one_update(model, data, ppo_micro_batch_size_per_gpu=len(data), **common)
-    fixed, _ = _one_update(model, data, ppo_micro_batch_size_per_gpu=3, **common)
-    dynamic, _ = _one_update(model, data, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=25, **common)
+    fixed, m_fixed = _one_update(model, data, ppo_micro_batch_size_per_gpu=3, **common)
+    dynamic, m_dyn = _one_update(model, data, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=25, **common)
+    assert 0 < m_ref["actor/pg_clipfrac"][0] < 1
+    for metrics in (m_fixed, m_dyn):  # the logged metrics, too, are the whole mini-batch's (rates stay rates)
+        for key in ("actor/pg_loss", "actor/kl_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/kl_coef"):
+            assert metrics[key] == pytest.approx(m_ref[key], rel=1e-5, abs=1e-7), key
     packed, _ = _one_update(
         model, data, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=25, use_remove_padding=True, **common
     )
@@ -195,3 +203,44 @@ def test_bf16_autocast_stays_close_to_fp32(model):
     mask = data.batch["response_mask"].bool()
     assert lp1.dtype == torch.float32
     assert (lp1[mask] - lp0[mask]).abs().max() < 0.1
+
+
+def test_gspo_averages_per_sequence_whatever_loss_agg_mode_says(model, caplog):
+    """GSPO's objective is (1/G) sum over sequences: with the default token-mean setting the update equals the
+    seq-mean-token-mean one (policy, KL and micro-batch weights alike), and a warning says so."""
+    data = make_batch(seed=5)
+    old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
+    data.batch["old_log_probs"] = old - 0.05 * data.batch["advantages"].sign()
+    common = dict(ppo_mini_batch_size=len(data), ppo_micro_batch_size_per_gpu=3, policy_loss={"loss_mode": "gspo"})
+    seq, m_seq = _one_update(model, data, loss_agg_mode="seq-mean-token-mean", **common)
+    with caplog.at_level("WARNING"):
+        tok, m_tok = _one_update(model, data, loss_agg_mode="token-mean", **common)
+    _assert_same_weights(seq, tok, atol=1e-6)
+    assert m_tok["actor/pg_loss"] == pytest.approx(m_seq["actor/pg_loss"], abs=1e-7)
+    assert "aggregates with seq-mean-token-mean" in caplog.text
+    vanilla, _ = _one_update(model, data, loss_agg_mode="token-mean", ppo_mini_batch_size=len(data))
+    assert any(not torch.equal(p, q) for p, q in zip(vanilla.parameters(), tok.parameters()))
+
+
+def test_truncated_importance_sampling_reaches_the_update(model):
+    """actor.tis_imp_ratio_cap: the sampler's own log-probs (rollout_log_probs) weight the loss; a batch without
+    them is an error naming the key."""
+    data = make_batch(seed=6)
+    old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
+    data.batch["old_log_probs"] = old
+    data.batch["rollout_log_probs"] = old + 5.0  # the sampler saw these tokens as far likelier: weight e^-5
+    common = dict(ppo_mini_batch_size=len(data), ppo_micro_batch_size_per_gpu=len(data), use_kl_loss=False)
+    plain, _ = _one_update(model, data, **common)
+    capped, _ = _one_update(model, data, tis_imp_ratio_cap=2.0, **common)
+    step_plain = sum((p - q).abs().sum().item() for p, q in zip(plain.parameters(), model.parameters()))
+    step_capped = sum((p - q).abs().sum().item() for p, q in zip(capped.parameters(), model.parameters()))
+    assert step_capped == pytest.approx(step_plain * math.exp(-5.0), rel=1e-3)
+    del data.batch["rollout_log_probs"]
+    with pytest.raises(KeyError, match="rollout_log_probs"):
+        _one_update(model, data, tis_imp_ratio_cap=2.0, **common)
+
+
+def test_missing_old_log_probs_off_policy_is_an_error(model):
+    data = make_batch(seed=7)
+    with pytest.raises(KeyError, match="no 'old_log_probs'.*ppo_epochs=2"):
+        _one_update(model, data, ppo_mini_batch_size=len(data), ppo_epochs=2)

@@ -464,6 +464,25 @@ def test_bf16_model_and_errors(shipped):
         HFRollout(model, {}, None, 2)
 
 
+def test_right_padded_prompts_are_one_clear_error(shipped):
+    model, tokenizer = shipped
+    left = make_prompts(tokenizer, QUESTIONS)
+    b = left.batch
+    lengths = b["attention_mask"].sum(-1)
+    right_ids, right_mask = (
+        torch.full_like(b["input_ids"], tokenizer.pad_token_id),
+        torch.zeros_like(b["attention_mask"]),
+    )
+    for i, n in enumerate(lengths.tolist()):  # the same prompts padded on the right
+        right_ids[i, :n] = b["input_ids"][i, -n:]
+        right_mask[i, :n] = 1
+    right = type(left).from_dict({"input_ids": right_ids, "attention_mask": right_mask})
+    shorter = [i for i, n in enumerate(lengths.tolist()) if n < b["input_ids"].shape[1]]
+    assert shorter
+    with pytest.raises(ValueError, match=rf"rows \[{shorter[0]}.*not left-padded.*padding_side='left'"):
+        make_rollout(model, tokenizer).generate_sequences(right)
+
+
 # ------------------------------------------------------------------------------------------------- sanity
 
 

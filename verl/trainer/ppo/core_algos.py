@@ -153,6 +153,17 @@ def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
     return decorator
 
 
+# Policy losses whose objective fixes the aggregation: the paper's average, whatever actor.loss_agg_mode says.
+POLICY_LOSS_AGG_MODE: dict[str, str] = {"gspo": "seq-mean-token-mean"}  # GSPO: (1/G) sum_i over sequences
+
+
+def effective_loss_agg_mode(loss_mode: str, loss_agg_mode: str) -> str:
+    """The aggregation the actor uses for every loss term (policy, KL, entropy) and for micro-batch weights:
+    ``POLICY_LOSS_AGG_MODE[loss_mode]`` when the policy loss fixes one (GSPO averages per sequence, as in the paper
+    and in verl), else ``loss_agg_mode``."""
+    return POLICY_LOSS_AGG_MODE.get(loss_mode, loss_agg_mode)
+
+
 def get_policy_loss_fn(name: str) -> PolicyLossFn:
     """The policy loss registered under ``name``; ValueError listing the known names otherwise."""
     if name not in POLICY_LOSS_REGISTRY:

@@ -6,6 +6,7 @@ batch. Data-parallel across processes comes from the worker that wraps it (FSDP)
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any
 
@@ -26,12 +27,25 @@ from verl.utils.shared_prefix import shared_prefix_response_logits
 from verl.utils.torch_dtypes import autocast_context as torch_autocast
 from verl.utils.torch_functional import logprobs_and_entropy_from_logits
 
+logger = logging.getLogger(__name__)
+
 
 def autocast_context(module: torch.nn.Module, dtype_name: str | None):
     """``torch.autocast`` on the module's device for ``bf16``/``fp16`` (fp32 master weights stay); fp32/None: off.
     Warns once on a CPU that only emulates the dtype (`verl.utils.torch_dtypes`)."""
     device = next(module.parameters()).device.type
     return torch_autocast(device, dtype_name, key="actor_rollout_ref.actor.autocast_dtype")
+
+
+def _scoring_temperature(data: DataProto) -> float:
+    """``meta_info["temperature"]`` (default 1), which log-probs divide the logits by: it must be > 0."""
+    temperature = float(data.meta_info.get("temperature", 1.0))
+    if not temperature > 0:
+        raise ValueError(
+            f"log-probs at temperature {temperature}: it must be > 0 (greedy rollouts with rollout.temperature=0 "
+            "are scored at temperature 1)"
+        )
+    return temperature
 
 
 def forward_response_logits(module, micro: dict[str, torch.Tensor], response_length: int, temperature: float):
@@ -48,9 +62,24 @@ def forward_response_logits(module, micro: dict[str, torch.Tensor], response_len
     return logits / temperature if temperature != 1.0 else logits
 
 
+# Per-token rates and constants: averaged over the mini-batch's tokens whatever loss_agg_mode is (the loss terms
+# -- pg_loss, kl_loss, entropy -- are aggregated as the loss is).
+TOKEN_MEAN_METRICS = frozenset(
+    {
+        "actor/pg_clipfrac",
+        "actor/pg_clipfrac_lower",
+        "actor/ppo_kl",
+        "actor/kl_coef",
+        "critic/vf_clipfrac",
+        "critic/vpred_mean",
+    }
+)
+
+
 def mini_batch_means(weighted_sums: dict[str, float]) -> dict[str, float]:
-    """Per-mini-batch metrics from micro-batch values summed with their loss weights (`micro_batch_loss_weight`),
-    over all ranks: exactly what the whole mini-batch would give in one pass, on any number of workers."""
+    """Per-mini-batch metrics from micro-batch values summed with their weights (`micro_batch_loss_weight`: the
+    loss's for loss terms, token-mean's for `TOKEN_MEAN_METRICS`), over all ranks: exactly what the whole
+    mini-batch would give in one pass, on any number of workers and micro-batch sizes."""
     keys = sorted(weighted_sums)
     totals = all_reduce_sum(torch.tensor([weighted_sums[k] for k in keys], dtype=torch.float64)) / dp_size()
     return dict(zip(keys, totals.tolist()))
@@ -98,6 +127,7 @@ class DataParallelPPOActor:
     ):
         self.config = config
         self.actor_module = actor_module
+        self._warned_agg_mode = False
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = bool(use_remove_padding)
         self.use_shared_prefix = bool(use_shared_prefix)
@@ -140,7 +170,7 @@ class DataParallelPPOActor:
         was_training = self.actor_module.training
         self.actor_module.eval()
         micro_bsz = data.meta_info.get("micro_batch_size", 128)
-        temperature = data.meta_info.get("temperature", 1.0)
+        temperature = _scoring_temperature(data)
         keys = ["responses", "input_ids", "attention_mask", "position_ids"]
         micros, groups = make_micro_batches(
             data.select(batch_keys=keys),
@@ -178,7 +208,7 @@ class DataParallelPPOActor:
         """
         cfg = self.config
         self.actor_module.train()
-        temperature = data.meta_info.get("temperature", 1.0)
+        temperature = _scoring_temperature(data)
         keys = [
             "responses",
             "response_mask",
@@ -192,12 +222,36 @@ class DataParallelPPOActor:
             keys.append("old_log_probs")
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
+        if cfg.get("tis_imp_ratio_cap", -1) > 0:
+            if "rollout_log_probs" not in data.batch:
+                raise KeyError(
+                    "actor.tis_imp_ratio_cap > 0 corrects the sampler/trainer mismatch with the sampler's own "
+                    "log-probs, but the batch has no 'rollout_log_probs' (the rollout writes them)"
+                )
+            keys.append("rollout_log_probs")
         data = data.select(batch_keys=keys)
         n = data.meta_info.get("rollout_n", 1)
         mini_bsz = cfg.ppo_mini_batch_size * n // dp_size()  # ppo_mini_batch_size counts prompts, over all ranks
+        if on_policy and (cfg.ppo_epochs > 1 or len(data) > mini_bsz):
+            # the policy moves after the first optimizer step: later ratios need the pre-update log-probs
+            raise KeyError(
+                f"update_policy: the batch has no 'old_log_probs', but the update is not one step on-policy "
+                f"(ppo_epochs={cfg.ppo_epochs}, {len(data)} rows in mini-batches of {mini_bsz}). Compute them "
+                "first (compute_log_prob)"
+            )
         micro_bsz = cfg.ppo_micro_batch_size_per_gpu
         loss_mode = cfg.policy_loss.get("loss_mode", "vanilla")
         policy_loss_fn = core_algos.get_policy_loss_fn(loss_mode)
+        agg_mode = core_algos.effective_loss_agg_mode(loss_mode, cfg.loss_agg_mode)
+        if agg_mode != cfg.loss_agg_mode and not self._warned_agg_mode:
+            self._warned_agg_mode = True
+            logger.warning(
+                "policy_loss.loss_mode=%s aggregates with %s (its paper's objective); actor.loss_agg_mode=%s is not "
+                "used for it",
+                loss_mode,
+                agg_mode,
+                cfg.loss_agg_mode,
+            )
         metrics: dict[str, list[float]] = defaultdict(list)
         generator = torch.Generator().manual_seed(int(data.meta_info.get("global_steps", 0)))
         for _ in range(cfg.ppo_epochs):
@@ -212,11 +266,14 @@ class DataParallelPPOActor:
                 weighted: dict[str, float] = defaultdict(float)
                 for micro in micros:
                     weight = core_algos.micro_batch_loss_weight(
-                        micro.batch["response_mask"], counts, cfg.loss_agg_mode, dp_size()
+                        micro.batch["response_mask"], counts, agg_mode, dp_size()
                     )
-                    stats = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy)
-                    for k, v in stats.items():
-                        weighted[k] += v * weight
+                    stats = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy, agg_mode)
+                    token_weight = core_algos.micro_batch_loss_weight(
+                        micro.batch["response_mask"], counts, "token-mean", dp_size()
+                    )
+                    for k, v in stats.items():  # loss terms as the loss aggregates; rates and constants per token
+                        weighted[k] += v * (token_weight if k in TOKEN_MEAN_METRICS else weight)
                 # the mini-batch's losses, KL and entropy aggregated exactly as the loss is (all ranks, all micros)
                 for k, v in mini_batch_means(weighted).items():
                     metrics[k].append(v)
@@ -230,9 +287,16 @@ class DataParallelPPOActor:
         return dict(metrics)
 
     def _micro_step(
-        self, micro: DataProto, policy_loss_fn, temperature: float, scale: float, on_policy: bool = False
+        self,
+        micro: DataProto,
+        policy_loss_fn,
+        temperature: float,
+        scale: float,
+        on_policy: bool = False,
+        agg_mode: str | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
+        agg_mode = agg_mode or cfg.loss_agg_mode
         b = micro.batch
         response_mask = b["response_mask"].to(torch.float32)
         need_entropy = cfg.entropy_coeff != 0 or on_policy
@@ -245,19 +309,20 @@ class DataParallelPPOActor:
             log_prob=log_prob,
             advantages=b["advantages"],
             response_mask=response_mask,
-            loss_agg_mode=cfg.loss_agg_mode,
+            loss_agg_mode=agg_mode,
             config=cfg,
+            rollout_log_probs=b.get("rollout_log_probs"),
         )
         stats: dict[str, Any] = {}
         loss = pg_loss
         if need_entropy:
-            entropy = core_algos.agg_loss(entropy_tokens, response_mask, cfg.loss_agg_mode)
+            entropy = core_algos.agg_loss(entropy_tokens, response_mask, agg_mode)
             if cfg.entropy_coeff != 0:
                 loss = loss - cfg.entropy_coeff * entropy
             stats["actor/entropy"] = entropy.item()
         if cfg.use_kl_loss:
             kld = core_algos.kl_penalty(log_prob, b["ref_log_prob"], cfg.kl_loss_type)
-            kl_loss = core_algos.agg_loss(kld, response_mask, cfg.loss_agg_mode)
+            kl_loss = core_algos.agg_loss(kld, response_mask, agg_mode)
             loss = loss + cfg.kl_loss_coef * kl_loss
             stats["actor/kl_loss"] = kl_loss.item()
             stats["actor/kl_coef"] = cfg.kl_loss_coef

@@ -73,9 +73,10 @@ class DataParallelPPOCritic:
                     )
                     weight = core_algos.micro_batch_loss_weight(mask, counts, cfg.loss_agg_mode, dp_size())
                     (vf_loss * weight).backward()
+                    token_weight = core_algos.micro_batch_loss_weight(mask, counts, "token-mean", dp_size())
                     weighted["critic/vf_loss"] += vf_loss.item() * weight
-                    weighted["critic/vf_clipfrac"] += float(vf_clipfrac) * weight
-                    weighted["critic/vpred_mean"] += masked_mean(vpreds, mask).item() * weight
+                    weighted["critic/vf_clipfrac"] += float(vf_clipfrac) * token_weight  # per-token rates
+                    weighted["critic/vpred_mean"] += masked_mean(vpreds, mask).item() * token_weight
                 for k, v in mini_batch_means(weighted).items():
                     metrics[k].append(v)
                 grad_norm = clip_grad_norm(self.critic_module, cfg.grad_clip)

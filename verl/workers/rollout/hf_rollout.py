@@ -264,6 +264,13 @@ class HFRollout:
         attention_mask = batch.get("attention_mask")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
+        if input_ids.shape[0] and input_ids.shape[1] and not attention_mask[:, -1].all():
+            rows = torch.nonzero(attention_mask[:, -1] == 0).flatten().tolist()
+            raise ValueError(
+                f"HFRollout: prompt rows {rows[:8]}{' ...' if len(rows) > 8 else ''} are not left-padded (a prompt must "
+                "end in the last column: the next token is sampled after it). Tokenize with padding_side='left' "
+                "(verl.utils.model.load_tokenizer does)."
+            )
         position_ids = batch.get("position_ids")
         if position_ids is None:
             position_ids = torch.clamp(attention_mask.long().cumsum(-1) - 1, min=0)
