@@ -154,6 +154,9 @@ def test_index_list_array_tensor_and_mask():
         d[[0, 5]]
     with pytest.raises(TypeError, match="batch"):
         d["obs"]
+    with pytest.raises(TypeError, match="0-d bool"):  # e.g. (x > 0).all() passed by mistake: not row 1
+        d[torch.tensor(True)]
+    assert isinstance(d[torch.tensor(3)], DataProtoItem)  # a 0-d integer tensor is a row number
 
 
 def test_indexing_without_tensors():

@@ -351,6 +351,8 @@ class DataProto:
             row_batch = None if self.batch is None else {k: v[i] for k, v in self.batch.items()}
             row_non_tensor = {k: v[i] for k, v in self.non_tensor_batch.items()}
             return DataProtoItem(batch=row_batch, non_tensor_batch=row_non_tensor, meta_info=self.meta_info)
+        if isinstance(item, torch.Tensor) and item.dim() == 0 and item.dtype == torch.bool:
+            raise TypeError("DataProto index: a 0-d bool tensor is neither a row number nor a per-row mask")
         if isinstance(item, torch.Tensor) and item.dim() == 0 and not item.dtype.is_floating_point:
             return self[int(item)]
         if isinstance(item, (list, tuple, np.ndarray, torch.Tensor)):

@@ -190,3 +190,21 @@ def test_every_example_search_space_parses_against_the_ppo_schema():
         assert space.params, path
         checked, _ = check_against_config(space, [])
         assert checked.params, path
+
+
+def test_trials_save_no_checkpoints_unless_the_base_config_asks(tmp_path):
+    from verl.tune.runner import build_argv
+    from verl.utils.config import load_config
+
+    def save_freq(base):
+        argv = build_argv(base, [], str(tmp_path / "trial"))
+        return load_config("ppo_trainer", argv).trainer.save_freq
+
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text("trainer:\n  seed: 3\n")
+    saving = tmp_path / "saving.yaml"
+    saving.write_text("trainer:\n  save_freq: 5\n")
+    assert save_freq([]) == -1
+    assert save_freq(["--config", str(quiet)]) == -1  # a config file that does not mention it
+    assert save_freq([f"--config={saving}"]) == 5
+    assert save_freq(["trainer.save_freq=7"]) == 7

@@ -72,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         help="seconds without heartbeat before another machine's RUNNING trial counts as dead",
     )
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--no-report", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-report", action="store_true", help="skip the end-of-study report and plots")
     p.add_argument("--print-default-space", action="store_true", help="print the built-in search space and exit")
     return p
 

@@ -286,12 +286,21 @@ def objective_value(run: TrialRun, metric: str, how: str) -> tuple[float, str | 
     return v, None
 
 
+def _sets_save_freq(base_argv: list[str]) -> bool:
+    """Whether the base overrides or one of their ``--config`` files set ``trainer.save_freq``."""
+    from verl.utils.config import load_yaml, parse_overrides
+
+    files, overrides = parse_overrides(base_argv)
+    if any(key == "trainer.save_freq" for key, _, _ in overrides):
+        return True
+    return any("save_freq" in (load_yaml(f).get("trainer") or {}) for f in files)
+
+
 def build_argv(base_argv: list[str], trial_overrides: list[str], trial_dir: str) -> list[str]:
     """The trial's command line: tuning defaults < base overrides < trial params < the trial's own directory."""
     from verl.utils.config import load_config
 
-    given = " ".join(base_argv)
-    defaults = [] if ("trainer.save_freq=" in given or "--config" in given) else ["trainer.save_freq=-1"]
+    defaults = [] if _sets_save_freq(base_argv) else ["trainer.save_freq=-1"]
     argv = [*defaults, *base_argv, *trial_overrides]
     loggers = list(load_config("ppo_trainer", argv).trainer.logger)
     if "file" not in loggers:  # the tuner reads metrics.jsonl

@@ -418,8 +418,8 @@ def ppo_dict_to_overrides(config: Mapping[str, Any]) -> tuple[dict[str, Any], An
     if flat_cfg["train.dp_size"] != 1:
         raise NotImplementedError(
             f"config['train']['dp_size']={flat_cfg['train.dp_size']} (trainer.n_gpus_per_node): the local backend runs "
-            "one data-parallel rank; multi-process data parallelism comes with the Ray backend. Use 1 (batch sizes "
-            "are global, so the math of a dp_size=N run is the same)"
+            "one data-parallel rank. Use 1, or run N data-parallel workers with the Ray backend: overrides "
+            "trainer.backend=ray, trainer.n_gpus_per_node=N (batch sizes are global: the math is the same)"
         )
     if flat_cfg["train.use_amp"]:
         overrides["actor_rollout_ref.model.dtype"] = "bf16"

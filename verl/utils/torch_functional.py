@@ -25,7 +25,7 @@ def get_cosine_schedule_with_warmup(
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warmup from 0 to lr over ``num_warmup_steps``, then cosine decay to ``lr * min_lr_ratio``.
 
-    factor(t) = t / W                                                          for t < W
+    factor(t) = (t + 1) / (W + 1)                                              for t < W  (step 0 already moves)
               = min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + cos(2 pi c p))  with p = (t - W) / (T - W), c = 0.5
     """
     if not 0.0 <= min_lr_ratio <= 1.0:
@@ -44,7 +44,8 @@ def get_cosine_schedule_with_warmup(
 def get_constant_schedule_with_warmup(
     optimizer: torch.optim.Optimizer, num_warmup_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warmup over ``num_warmup_steps``, then the constant lr."""
+    """Linear warmup over ``num_warmup_steps`` (factor (t + 1) / (W + 1), so step 0 already moves), then the
+    constant lr."""
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, float(step + 1) / float(max(1, num_warmup_steps + 1)))
     )
