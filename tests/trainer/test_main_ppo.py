@@ -330,6 +330,8 @@ def test_config_errors_name_the_key(tmp_path):
         run_ppo(small_config(tmp_path, "actor_rollout_ref.actor.ppo_mini_batch_size=3"))
     with pytest.raises(ConfigError, match="rollout.n >= 2"):
         run_ppo(small_config(tmp_path, "actor_rollout_ref.rollout.n=1"))
+    with pytest.raises(ConfigError, match="ppo_mini_batch_size=0: .* must be >= 1"):
+        run_ppo(small_config(tmp_path, "actor_rollout_ref.actor.ppo_mini_batch_size=0"))
 
 
 def test_cli_prints_start_and_end_accuracy(tmp_path):

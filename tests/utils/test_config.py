@@ -44,3 +44,34 @@ def test_plus_adds_new_keys_and_null_is_accepted():
     cfg = load_config("sft_trainer", ["+model.extra.rank=8", "trainer.total_training_steps=null"])
     assert cfg.model.extra.rank == 8 and cfg.trainer.total_training_steps is None
     assert parse_overrides(["a.b=1.5", "+c=x"])[1] == [("a.b", 1.5, False), ("c", "x", True)]
+
+
+def test_null_default_keys_still_have_a_type():
+    from verl.utils.config import ConfigError, load_config
+
+    for arg, expected in (
+        ("data.seed=abc", "'data.seed' expects an integer"),
+        ("trainer.max_actor_ckpt_to_keep=two", "expects an integer"),
+        ("actor_rollout_ref.ref.enable=maybe", "expects a boolean"),
+        ("actor_rollout_ref.actor.optim.betas=[0.9,abc]", "expects a list of numbers"),
+    ):
+        with pytest.raises(ConfigError, match=expected):
+            load_config("ppo_trainer", [arg])
+    cfg = load_config(
+        "ppo_trainer", ["data.seed=3", "actor_rollout_ref.ref.enable=true", "trainer.max_actor_ckpt_to_keep=2"]
+    )
+    assert (cfg.data.seed, cfg.actor_rollout_ref.ref.enable, cfg.trainer.max_actor_ckpt_to_keep) == (3, True, 2)
+    assert load_config(
+        "ppo_trainer", ["actor_rollout_ref.actor.optim.betas=[0.9,1]"]
+    ).actor_rollout_ref.actor.optim.betas == [0.9, 1]
+
+
+def test_an_emptied_group_in_a_file_changes_nothing_but_null_on_the_command_line_is_an_error(tmp_path):
+    from verl.utils.config import ConfigError, load_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("data:\n  # train_batch_size: 32\ntrainer:\n  total_training_steps: 5\n")
+    cfg = load_config("ppo_trainer", ["--config", str(path)])
+    assert cfg.data.train_batch_size == 64 and cfg.trainer.total_training_steps == 5
+    with pytest.raises(ConfigError, match="'trainer' is a group of keys"):
+        load_config("ppo_trainer", ["trainer=null"])

@@ -34,6 +34,20 @@ logger = logging.getLogger(__name__)
 def check_config(config: DictConfig) -> None:
     """Cross-key checks that the schema alone cannot express; each error names the keys and the fix."""
     d, a = config.data, config.actor_rollout_ref.actor
+    for key in (
+        "data.train_batch_size",
+        "actor_rollout_ref.actor.ppo_mini_batch_size",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+        "actor_rollout_ref.actor.ppo_epochs",
+        "actor_rollout_ref.rollout.n",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "critic.ppo_micro_batch_size_per_gpu",
+        "data.max_response_length",
+    ):
+        value = OmegaConf.select(config, key)
+        if value is None or value < 1:
+            raise ConfigError(f"{key}={value}: it counts prompts, responses, passes or tokens, so it must be >= 1")
     if a.ppo_mini_batch_size > d.train_batch_size or d.train_batch_size % a.ppo_mini_batch_size:
         raise ConfigError(
             f"actor_rollout_ref.actor.ppo_mini_batch_size={a.ppo_mini_batch_size} must divide "
@@ -180,7 +194,14 @@ def total_training_steps(config: DictConfig, dataset_len: int) -> int:
 def build_dataset(config: DictConfig, files, tokenizer) -> RLHFDataset:
     d = config.data
     return RLHFDataset(
-        files, tokenizer, d.prompt_key, d.max_prompt_length, d.filter_overlong_prompts, d.truncation, d.return_raw_chat
+        files,
+        tokenizer,
+        d.prompt_key,
+        d.max_prompt_length,
+        d.filter_overlong_prompts,
+        d.truncation,
+        d.return_raw_chat,
+        reward_fn_key=d.reward_fn_key,
     )
 
 

@@ -83,22 +83,28 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         f.write(OmegaConf.to_yaml(config))
 
-    tokenizer = load_tokenizer(config.model.partial_pretrain, padding_side="right")
-    model = load_causal_lm(config.model.partial_pretrain, dtype=config.model.dtype)
-    if config.model.enable_gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-
     d = config.data
-    train_ds = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, d.truncation)
-    val_ds = SFTDataset(d.val_files, tokenizer, d.prompt_key, d.response_key, d.max_length, d.truncation)
-    val_rows = read_parquet_rows(d.val_files)
-    if config.trainer.val_max_samples > 0:
-        val_rows = val_rows[: config.trainer.val_max_samples]
+    for key, value in (
+        ("data.train_batch_size", d.train_batch_size),
+        ("data.micro_batch_size_per_gpu", d.micro_batch_size_per_gpu),
+    ):
+        if value is None or value < 1:
+            raise ConfigError(f"{key}={value}: it counts sequences, so it must be >= 1")
     if d.train_batch_size % d.micro_batch_size_per_gpu:
         raise ConfigError(
             f"data.train_batch_size={d.train_batch_size} must be a multiple of "
             f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu}"
         )
+    tokenizer = load_tokenizer(config.model.partial_pretrain, padding_side="right")
+    model = load_causal_lm(config.model.partial_pretrain, dtype=config.model.dtype)
+    if config.model.enable_gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+
+    train_ds = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, d.truncation)
+    val_ds = SFTDataset(d.val_files, tokenizer, d.prompt_key, d.response_key, d.max_length, d.truncation)
+    val_rows = read_parquet_rows(d.val_files)
+    if config.trainer.val_max_samples > 0:
+        val_rows = val_rows[: config.trainer.val_max_samples]
     generator = torch.Generator().manual_seed(config.trainer.seed)
     train_loader = torch.utils.data.DataLoader(
         train_ds,

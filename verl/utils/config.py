@@ -117,6 +117,36 @@ def _coerce_number(default: Any, value: Any) -> Any:
     return value
 
 
+# Keys whose default is null (off / automatic) still have a type: an example value of it, by the key's last parts.
+NULL_DEFAULT_TYPES: dict[str, Any] = {
+    "data.tokenizer": "",
+    "data.val_batch_size": 0,
+    "data.seed": 0,
+    "mixed_precision.param_dtype": "",
+    "ref.enable": False,
+    "critic.enable": False,
+    "rollout.micro_batch_size": 0,
+    "reward_model.model.path": "",
+    "model.input_tokenizer": "",
+    "custom_reward_function.path": "",
+    "trainer.resume_from_path": "",
+    "trainer.max_actor_ckpt_to_keep": 0,
+    "trainer.max_critic_ckpt_to_keep": 0,
+    "ray_init.address": "",
+    "ray_init.num_cpus": 0,
+    "ray_init.num_threads_per_worker": 0,
+    "trainer.total_training_steps": 0,
+    "output.path": "",
+}
+
+
+def _null_default_type(path: str) -> Any:
+    for suffix, example in NULL_DEFAULT_TYPES.items():
+        if path == suffix or path.endswith("." + suffix):
+            return example
+    return None
+
+
 def _type_ok(default: Any, value: Any) -> bool:
     if value is None or default is None:
         return True
@@ -129,7 +159,10 @@ def _type_ok(default: Any, value: Any) -> bool:
     if isinstance(default, str):
         return isinstance(value, str)
     if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
+        if not isinstance(value, (list, tuple)):
+            return False
+        kinds = {type(d) for d in default}  # a uniform default list types its elements (betas: numbers)
+        return len(kinds) != 1 or all(v is not None and _type_ok(default[0], v) for v in value)
     if isinstance(default, Mapping):
         return isinstance(value, Mapping)
     return True
@@ -161,10 +194,18 @@ def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_n
             for k, v in value.items():  # a nested mapping from a YAML file: check each leaf by its full path
                 _set(tree, schema, f"{path}.{k}", v, source, allow_new)
             return
-        value = _coerce_number(child_schema, value)
-        if child_schema is not None and not _type_ok(child_schema, value):
+        if value is None and isinstance(child_schema, Mapping) and child_schema:
+            if source.startswith("config file"):  # a group whose keys are all commented out: no change
+                return
+            raise ConfigError(f"{source}: {path!r} is a group of keys; null would delete it. Set its keys instead.")
+        expected = child_schema if child_schema is not None else _null_default_type(path)
+        value = _coerce_number(expected, value)
+        if isinstance(expected, (list, tuple)) and isinstance(value, (list, tuple)) and expected:
+            value = [_coerce_number(expected[0], v) for v in value]
+        if expected is not None and not _type_ok(expected, value):
+            what = f"default {child_schema!r}" if child_schema is not None else "default null: off/automatic"
             raise ConfigError(
-                f"{source}: config key {path!r} expects {_type_name(child_schema)} (default {child_schema!r}), "
+                f"{source}: config key {path!r} expects {_type_name(expected)} ({what}), "
                 f"got {type(value).__name__} {value!r}"
             )
         node[part] = value
@@ -180,7 +221,9 @@ def _type_name(default: Any) -> str:
     if isinstance(default, str):
         return "a string"
     if isinstance(default, (list, tuple)):
-        return "a list"
+        kinds = {type(d) for d in default}
+        plural = {bool: "booleans", float: "numbers", int: "integers", str: "strings"}
+        return f"a list of {plural[type(default[0])]}" if len(kinds) == 1 and type(default[0]) in plural else "a list"
     if isinstance(default, Mapping):
         return "a mapping"
     return type(default).__name__
