@@ -53,3 +53,12 @@ def test_bad_lines_name_the_file_and_line(tmp_path):
     assert next(iter(cut)).batch["input_ids"].shape == (1, 32)
     with pytest.raises(FileNotFoundError):
         make_pretokenized_dataloader(str(tmp_path / "missing.jsonl"), MODEL)
+
+
+def test_a_utf8_bom_is_not_part_of_the_first_line(tmp_path):
+    from verl.data.loader import read_jsonl
+
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"prompt": "What is 1 + 2?"}\n')
+    records, _ = read_jsonl(str(path))
+    assert records[0]["prompt"] == "What is 1 + 2?"

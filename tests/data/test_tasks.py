@@ -362,3 +362,9 @@ def test_cli_countdown_and_errors(tmp_path):
     proc = _run_cli("arithmetic", "--out-dir", str(tmp_path / "x"), "--min-digits", "1", "--max-digits", "1")
     assert proc.returncode == 2 and "distinct problems" in proc.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_no_rows_is_an_error_not_a_file_without_columns(tmp_path):
+    with pytest.raises(ValueError, match="empty.parquet: no rows to write"):
+        write_rows_to_parquet([], tmp_path / "empty.parquet")
+    assert not (tmp_path / "empty.parquet").exists()

@@ -53,9 +53,8 @@ def tokenize_prompts(
         loc = where[i] if i < len(where) else f"prompt {i}"
         if not isinstance(rec, dict) or "prompt" not in rec:
             raise ValueError(f'{loc}: no \'prompt\' field (each line needs {{"prompt": "..."}})')
-        ids = tokenizer(render_prompt(tokenizer, _prompt_messages(rec["prompt"], loc)), add_special_tokens=False)[
-            "input_ids"
-        ]
+        text = render_prompt(tokenizer, _prompt_messages(rec["prompt"], loc), loc)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) > seq_len:
             if truncation == "error":
                 raise ValueError(
@@ -84,7 +83,7 @@ def read_jsonl(file_path: str) -> tuple[list[dict[str, Any]], list[str]]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file {file_path!r} does not exist")
     records, where = [], []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a UTF-8 BOM (Windows editors) is not part of line 1
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue

@@ -57,7 +57,7 @@ def evaluate_greedy_accuracy(
     ``acc/<data_source>``, and the first few ``samples`` (prompt, response, ground truth, score) for inspection."""
     if compute_score is None:
         from verl.utils.reward_score import default_compute_score as compute_score
-    prompts = [render_prompt(tokenizer, prompt_to_messages(get_nested(r, "prompt"), r)) for r in rows]
+    prompts = [render_prompt(tokenizer, prompt_to_messages(get_nested(r, "prompt"), r), r.where) for r in rows]
     responses = greedy_generate(model, tokenizer, prompts, max_new_tokens, batch_size)
     per_source: dict[str, list[float]] = defaultdict(list)
     scores, samples = [], []

@@ -53,3 +53,67 @@ def test_missing_reward_fn_key_column_is_one_clear_error(tok):
     seen = []
     NaiveRewardManager(tok, compute_score=lambda src, *a, **k: seen.append(src) or 0.5)(batch)
     assert seen == ["unknown"]
+
+
+def test_a_function_that_fails_on_every_sample_from_the_start_stops_the_run(tok):
+    batch = _batch(tok, ["12", "7"], [2, 1], {"data_source": np.array(["x"] * 2, dtype=object)})
+
+    def wrong_signature(solution_str, ground_truth):
+        return 1.0
+
+    with pytest.raises(ValueError, match="failed on all 2 samples of the first batch.*TypeError"):
+        NaiveRewardManager(tok, compute_score=wrong_signature)(batch)
+    # after one batch with a success, a batch where every call fails is tolerated (a long run goes on)
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("service down")
+        return 1.0
+
+    manager = NaiveRewardManager(tok, compute_score=flaky, error_score=-1.0)
+    manager(batch)
+    assert manager(batch).sum().item() == -2.0
+
+
+def test_json_encoded_reward_model_column_is_read(tok):
+    import json
+
+    seen = []
+    batch = _batch(
+        tok,
+        ["12"],
+        [2],
+        {
+            "data_source": np.array(["x"], dtype=object),
+            "reward_model": np.array([json.dumps({"ground_truth": "12"})], dtype=object),
+        },
+    )
+    NaiveRewardManager(tok, compute_score=lambda src, sol, gt, extra=None: seen.append(gt) or 1.0)(batch)
+    assert seen == ["12"]
+
+
+def test_custom_reward_file_with_dataclasses_and_a_neighbour_module(tmp_path):
+    from verl.workers.reward_manager import load_custom_reward_function
+
+    (tmp_path / "helper_mod.py").write_text("BONUS = 0.5\n")
+    (tmp_path / "my_reward.py").write_text(
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n"
+        "from helper_mod import BONUS\n"
+        "@dataclass\n"
+        "class Cfg:\n"
+        "    bonus: float = BONUS\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return Cfg().bonus\n"
+    )
+    fn = load_custom_reward_function(str(tmp_path / "my_reward.py"))
+    assert fn("x", "y", "z") == 0.5
+    with pytest.raises(FileNotFoundError, match="is a directory"):
+        load_custom_reward_function(str(tmp_path))
+    (tmp_path / "broken.py").write_text("def compute_score(:\n")
+    with pytest.raises(ImportError, match="broken.py.*SyntaxError"):
+        load_custom_reward_function(str(tmp_path / "broken.py"))
+    with pytest.raises(ValueError, match="has no function 'score'"):
+        load_custom_reward_function(str(tmp_path / "my_reward.py"), "score")

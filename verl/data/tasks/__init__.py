@@ -186,14 +186,17 @@ def problem_key(task: str, row: Mapping[str, Any]) -> str:
 def write_rows_to_parquet(rows: list[dict[str, Any]], path: str | os.PathLike) -> str:
     """Write rows to a parquet file atomically (temp file in the same folder, then ``os.replace``).
 
-    Parent folders are created. Returns the path as a string.
+    Parent folders are created. Returns the path as a string. No rows is an error naming the file.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = Path(path)
+    rows = list(rows)
+    if not rows:  # pyarrow would write a file without columns, which fails far from here ("no column 'prompt'")
+        raise ValueError(f"{path}: no rows to write (an empty split or input file); nothing was written")
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(list(rows))
+    table = pa.Table.from_pylist(rows)
     # A unique name in the same folder (so os.replace is atomic); open() keeps the umask's permissions.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:

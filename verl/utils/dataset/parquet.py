@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,7 +77,8 @@ def get_nested(row: Row, key: str) -> Any:
 def prompt_to_messages(prompt: Any, row: Row) -> list[dict[str, str]]:
     """A prompt cell as a chat message list: a list of {role, content} dicts, or a plain string (one user turn)."""
     if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
+        decoded = _json_messages(prompt)  # a message list stored as JSON text (a CSV/JSON round trip)
+        return prompt_to_messages(decoded, row) if decoded is not None else [{"role": "user", "content": prompt}]
     if isinstance(prompt, (list, tuple)) and prompt:
         for m in prompt:
             if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
@@ -88,8 +90,29 @@ def prompt_to_messages(prompt: Any, row: Row) -> list[dict[str, str]]:
     raise ValueError(f"{row.where}: malformed prompt {prompt!r}: expected a non-empty message list or a string.")
 
 
-def render_prompt(tokenizer, messages: list[dict[str, str]]) -> str:
-    """The prompt text the model sees: the chat template with the generation prompt, or the raw text if none."""
+def _json_messages(text: str) -> list | None:
+    """``text`` parsed as a JSON list of {role, content} messages, or None when it is not one."""
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]") and '"role"' in stripped):
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m for m in value):
+        return value
+    return None
+
+
+def render_prompt(tokenizer, messages: list[dict[str, str]], where: str | None = None) -> str:
+    """The prompt text the model sees: the chat template with the generation prompt, or the raw text if none.
+    ``where`` (file and row) names the row when the template rejects the messages."""
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        try:
+            return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        except Exception as e:  # jinja2's TemplateError (e.g. "System role not supported") names no row
+            raise ValueError(
+                f"{where or 'a prompt'}: the tokenizer's chat template rejected the messages "
+                f"{[m.get('role') for m in messages]}: {type(e).__name__}: {e}"
+            ) from e
     return "\n".join(m["content"] for m in messages)

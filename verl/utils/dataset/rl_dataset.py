@@ -20,6 +20,9 @@ NON_TENSOR_KEYS = ("data_source", "reward_model", "extra_info", "ability")
 class RLHFDataset(torch.utils.data.Dataset):
     """Tokenized prompts plus the row fields the reward needs.
 
+    Each item carries ``data_source``, ``reward_model``, ``extra_info``, ``ability`` and the ``reward_fn_key`` column
+    (``data.reward_fn_key``: the column that picks each row's scorer, when it is another one).
+
     Prompts longer than ``max_prompt_length`` are dropped when ``filter_overlong_prompts`` (the count is kept in
     ``num_filtered``), else cut per ``truncation``: ``error`` names the row, ``left`` keeps the prompt's end,
     ``right`` its start.
@@ -34,6 +37,7 @@ class RLHFDataset(torch.utils.data.Dataset):
         filter_overlong_prompts: bool = True,
         truncation: str = "error",
         return_raw_chat: bool = False,
+        reward_fn_key: str = "data_source",
     ):
         if truncation not in ("error", "left", "right"):
             raise ValueError(f"data.truncation={truncation!r}: use error, left or right")
@@ -42,7 +46,7 @@ class RLHFDataset(torch.utils.data.Dataset):
         self.num_truncated = 0
         for row in read_parquet_rows(data_files, required_columns=[prompt_key]):
             messages = prompt_to_messages(get_nested(row, prompt_key), row)
-            ids = tokenizer(render_prompt(tokenizer, messages), add_special_tokens=False)["input_ids"]
+            ids = tokenizer(render_prompt(tokenizer, messages, row.where), add_special_tokens=False)["input_ids"]
             if len(ids) > max_prompt_length:
                 if filter_overlong_prompts:
                     self.num_filtered += 1
@@ -55,7 +59,7 @@ class RLHFDataset(torch.utils.data.Dataset):
                 ids = ids[-max_prompt_length:] if truncation == "left" else ids[:max_prompt_length]
                 self.num_truncated += 1
             item = {"input_ids": ids, "index": len(self.items)}
-            for key in NON_TENSOR_KEYS:
+            for key in (*NON_TENSOR_KEYS, reward_fn_key) if reward_fn_key not in NON_TENSOR_KEYS else NON_TENSOR_KEYS:
                 item[key] = row.data.get(key)
             if item["reward_model"] is None:
                 item["reward_model"] = {}

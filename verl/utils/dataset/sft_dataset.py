@@ -33,7 +33,7 @@ class SFTDataset(torch.utils.data.Dataset):
         self.num_truncated = 0
         eos = tokenizer.eos_token or ""
         for row in read_parquet_rows(parquet_files, required_columns=[prompt_key, response_key]):
-            prompt = render_prompt(tokenizer, prompt_to_messages(get_nested(row, prompt_key), row))
+            prompt = render_prompt(tokenizer, prompt_to_messages(get_nested(row, prompt_key), row), row.where)
             response = get_nested(row, response_key)
             if not isinstance(response, str):
                 raise ValueError(f"{row.where}: response at {response_key!r} must be a string, got {response!r}")

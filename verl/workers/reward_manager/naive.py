@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import math
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -21,18 +23,28 @@ def load_custom_reward_function(path: str | None, name: str = "compute_score") -
     """Import ``name`` from the Python file at ``path`` (verl's ``custom_reward_function.path/.name``)."""
     if not path:
         return None
-    path = os.path.expanduser(path)
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(path):
+        raise FileNotFoundError(f"custom_reward_function.path={path!r} is a directory; give the .py file")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"custom_reward_function.path={path!r} does not exist")
-    spec = importlib.util.spec_from_file_location("custom_reward_module", path)
+    # registered under a unique name before it runs (dataclasses and pickling look the module up), and its own
+    # directory importable, so the file may import its neighbours
+    module_name = f"custom_reward_{abs(hash(path)):x}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.append(folder)
     try:
         spec.loader.exec_module(module)
     except Exception as e:
-        raise RuntimeError(f"importing custom reward file {path!r} failed: {type(e).__name__}: {e}") from e
+        sys.modules.pop(module_name, None)
+        raise ImportError(f"importing custom reward file {path!r} failed: {type(e).__name__}: {e}") from e
     if not callable(getattr(module, name, None)):
         found = [n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_")]
-        raise AttributeError(f"{path!r} has no function {name!r} (custom_reward_function.name); it defines {found}")
+        raise ValueError(f"{path!r} has no function {name!r} (custom_reward_function.name); it defines {found}")
     return getattr(module, name)
 
 
@@ -64,6 +76,7 @@ class NaiveRewardManager:
         self.reward_kwargs = reward_kwargs
         self._examined: dict[str, int] = defaultdict(int)
         self.last_error: str | None = None
+        self._ever_scored = False  # one batch with a successful call: later all-failed batches are tolerated
 
     def _score_one(self, data_source, response: str, ground_truth, extra_info) -> tuple[float, dict, bool]:
         try:
@@ -118,6 +131,11 @@ class NaiveRewardManager:
         for i, text in enumerate(texts):
             source = nt[self.reward_fn_key][i] if self.reward_fn_key in nt else "unknown"
             rm = nt["reward_model"][i] if "reward_model" in nt else {}
+            if isinstance(rm, str):  # a JSON-encoded column (a CSV/JSON round trip)
+                try:
+                    rm = json.loads(rm)
+                except ValueError:
+                    rm = {}
             truth = rm.get("ground_truth") if isinstance(rm, dict) else None
             extra = nt["extra_info"][i] if "extra_info" in nt else None
             score, extra_fields, failed = self._score_one(source, text, truth, extra)
@@ -132,6 +150,14 @@ class NaiveRewardManager:
             if self._examined[source] < self.num_examine:
                 self._examined[source] += 1
                 print(f"[{source}] response={text!r} ground_truth={truth!r} score={score}")
+        if errors and errors == len(data) and not self._ever_scored:
+            # never one success, from the first batch on: the function or the data is wrong, not a sample
+            raise ValueError(
+                f"the reward function failed on all {errors} samples of the first batch it scored; last: "
+                f"{self.last_error}. Check custom_reward_function (signature fn(data_source, solution_str, "
+                "ground_truth, extra_info=None, **kwargs)) and the data's data_source / reward_model.ground_truth"
+            )
+        self._ever_scored = self._ever_scored or errors < len(data)
         if errors:
             logger.warning("%d of %d reward calls failed; last: %s", errors, len(data), self.last_error)
         # A column some samples lack (their scoring call failed, or returned fewer keys) gets NaN there, so one bad

@@ -1,0 +1,43 @@
+"""RLHFDataset: the columns the reward needs, JSON-encoded message lists, and template errors that name the row."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_prompts
+from verl.utils.model import load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return load_tokenizer("builtin://tiny-qwen2-arith-sft")  # a chat template
+
+
+def _write(path, rows):
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return str(path)
+
+
+def test_the_reward_fn_key_column_is_carried(tmp_path, tok):
+    rows = [{"prompt": "What is 1 + 2?", "task": "arithmetic", "reward_model": {"ground_truth": "3"}}]
+    ds = RLHFDataset(_write(tmp_path / "d.parquet", rows), tok, reward_fn_key="task")
+    batch = collate_prompts([ds[0]], tok.pad_token_id)
+    assert batch.non_tensor_batch["task"].tolist() == ["arithmetic"]
+
+
+def test_a_message_list_stored_as_json_text_is_a_message_list(tmp_path, tok):
+    messages = [{"role": "user", "content": "What is 1 + 2?"}]
+    plain = RLHFDataset(_write(tmp_path / "a.parquet", [{"prompt": messages}]), tok)
+    encoded = RLHFDataset(_write(tmp_path / "b.parquet", [{"prompt": json.dumps(messages)}]), tok)
+    assert encoded[0]["input_ids"] == plain[0]["input_ids"]
+
+
+def test_a_chat_template_error_names_the_file_and_row(tmp_path, tok):
+    tok = load_tokenizer("builtin://tiny-qwen2-arith-sft")
+    tok.chat_template = "{{ raise_exception('System role not supported') if messages[0]['role'] == 'system' }}x"
+    rows = [{"prompt": [{"role": "user", "content": "hi"}]}, {"prompt": [{"role": "system", "content": "be nice"}]}]
+    path = _write(tmp_path / "d.parquet", rows)
+    with pytest.raises(ValueError, match=r"d.parquet, row 1: the tokenizer's chat template rejected.*System role"):
+        RLHFDataset(path, tok)
