@@ -25,7 +25,11 @@ def save_hf_checkpoint(model, tokenizer, out_dir: str) -> str:
         if os.path.exists(out_dir):
             old = tmp + ".old"
             os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
+            try:
+                os.replace(tmp, out_dir)
+            except BaseException:
+                os.replace(old, out_dir)  # put the previous checkpoint back: readers see it, not nothing
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, out_dir)
