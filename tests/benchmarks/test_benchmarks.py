@@ -66,3 +66,15 @@ def test_heldout_table_pairs_repetitions_by_seed():
     # paired differences 0.05, 0.10, 0.00: mean 0.05, std 0.05, std. error 0.05 / sqrt(3) = 0.029
     assert "| verl | 0.350 | 0.350, 0.300, 0.400 | +0.050 ± 0.029 |" in table
     assert "| trl | 0.300 | 0.300, 0.200, 0.400 | - |" in table and "seeds [1, 2, 3]" in table
+
+
+def test_torch_compile_probe_matches_eager():
+    import shutil
+
+    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        pytest.skip("torch.compile on CPU needs a C++ compiler (g++)")
+    bench = load("torch_compile_train")
+    out = bench.main(["--hidden", "32", "--layers", "1", "--rows", "4", "--lengths", "9,7", "--reps", "2",
+                      "--threads", "1"])  # fmt: skip
+    assert out["compile_s"] > 0 and out["eager_s"] > 0 and out["compiled_s"] > 0
+    assert out["loss_compiled"] == pytest.approx(out["loss_eager"], rel=1e-5)  # same model, same inputs

@@ -208,3 +208,63 @@ def test_trials_save_no_checkpoints_unless_the_base_config_asks(tmp_path):
     assert save_freq(["--config", str(quiet)]) == -1  # a config file that does not mention it
     assert save_freq([f"--config={saving}"]) == 5
     assert save_freq(["trainer.save_freq=7"]) == 7
+
+
+def test_every_choice_and_grid_value_is_checked_and_base_typos_are_named_as_such(tmp_path):
+    bad_choice = "params:\n  actor_rollout_ref.actor.optim.lr: {type: categorical, choices: [1.0e-4, abc]}\n"
+    with pytest.raises(SearchSpaceError, match="value 'abc'.*expects a number"):
+        check_against_config(load_search_space(write(tmp_path, bad_choice)), [])
+    bad_grid = "params:\n  data.train_batch_size: {type: int, low: 4, high: 16, grid: [4, abc]}\n"
+    with pytest.raises(SearchSpaceError, match="value 'abc'"):
+        check_against_config(load_search_space(write(tmp_path, bad_grid)), [])
+    good = "params:\n  actor_rollout_ref.actor.optim.lr: {low: 1.0e-4, high: 1.0e-3}\n"
+    with pytest.raises(SearchSpaceError, match="base overrides.*data.train_batch_sise"):
+        check_against_config(load_search_space(write(tmp_path, good)), ["data.train_batch_sise=4"])
+
+
+def test_resuming_a_study_with_another_objective_or_distribution_is_one_error(tmp_path):
+    from verl.tune import run_study
+
+    def objective(trial):
+        return trial.suggest_float("x", 0.0, 1.0)
+
+    common = dict(objective=objective, n_trials=1, output_dir=str(tmp_path), progress=False, report=False, seed=0)
+    run_study(metrics=["score"], directions=["maximize"], **common)
+    with pytest.raises(ValueError, match=r"created with objective \['score'\] \['maximize'\], not \['cost'\]"):
+        run_study(metrics=["cost"], directions=["minimize"], **common)
+    space = write(tmp_path, "params:\n  x: {type: categorical, choices: [a, b]}\n")
+    with pytest.raises(ValueError, match="parameter 'x' was searched as FloatDistribution.*CategoricalDistribution"):
+        run_study(metrics=["score"], directions=["maximize"], search_space=space, **{**common, "n_trials": 2})
+    res = run_study(metrics=["score"], directions=["maximize"], **{**common, "n_trials": 2})  # same settings: resumes
+    assert len(res.study.trials) == 2
+
+
+def test_tuner_option_values_are_checked_with_the_option_named(tmp_path):
+    obj = Objective.parse(["val-core/acc:MAX", "response_length/mean:Min"])
+    assert obj.metrics == ["val-core/acc", "response_length/mean"] and obj.directions == ["maximize", "minimize"]
+    for how in ("mean-3", "meanabc", "mean0"):
+        with pytest.raises(ValueError, match="meanK needs a whole number K >= 1"):
+            aggregate([(1, 0.5)], how)
+    assert aggregate([(1, 1.0), (2, 3.0), (3, 5.0)], "mean2") == 4.0
+    for spec in ("a<0.5:0", "plateau:0"):
+        with pytest.raises(ValueError, match="K >= 1"):
+            EarlyStop.parse(spec)
+    with pytest.raises(ValueError, match="--pruner 'percentile:abc'"):
+        make_pruner("percentile:abc", 10, 1)
+    from verl.tune.study import make_storage
+
+    storage = make_storage(str(tmp_path / "plain.db"), str(tmp_path))  # a bare path is an SQLite file
+    optuna.create_study(storage=storage, study_name="s")
+    assert (tmp_path / "plain.db").exists()
+
+
+def test_search_space_spelling_mistakes_get_a_precise_message(tmp_path):
+    import yaml
+
+    with pytest.raises(SearchSpaceError, match="`log` must be true or false"):
+        load_search_space(write(tmp_path, "params:\n  a.b: {low: 1.0e-4, high: 1.0e-3, log: 'false'}\n"))
+    nested = "params:\n  algorithm:\n    kl_ctrl:\n      kl_coef: {low: 0.001, high: 0.1}\n"
+    with pytest.raises(SearchSpaceError, match="one dotted config path, e.g. `algorithm.kl_ctrl"):
+        load_search_space(write(tmp_path, nested))
+    for value in ("true", "1", "a: b", "null", "plain"):  # a string choice reads back as the same string
+        assert yaml.safe_load(format_override("k", value).split("=", 1)[1]) == value

@@ -89,11 +89,16 @@ def main(argv: list[str] | None = None):
     base = [x for f in args.config for x in ("--config", f)] + rest
     from verl.tune.study import Objective, run_study
 
-    obj = Objective.parse(
-        args.metric or ["val-core/acc:max"],
-        args.aggregation,
-        [float(w) for w in args.weights.split(",")] if args.weights else None,
-    )
+    try:
+        weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    except ValueError:
+        raise SystemExit(f"error: --weights {args.weights!r}: write comma-separated numbers, e.g. 0.6,0.4") from None
+    if args.on_failure == "worst" and args.failed_value is None:
+        raise SystemExit("error: --on-failure worst records failed trials with --failed-value V: give V")
+    try:
+        obj = Objective.parse(args.metric or ["val-core/acc:max"], args.aggregation, weights)
+    except ValueError as e:
+        raise SystemExit(f"error: --metric/--aggregation/--weights: {e}") from None
     result = run_study(
         search_space=args.search_space,
         base_overrides=base,

@@ -250,8 +250,10 @@ def aggregate(points: list[tuple[int, float]], how: str) -> float:
     if how == "min":
         return min(vals) if not any(math.isnan(v) for v in vals) else float("nan")
     if how.startswith("mean"):
-        k = int(how[4:] or len(vals))
-        tail_vals = vals[-k:]
+        k = how[4:]
+        if k and (not k.isdigit() or int(k) < 1):
+            raise ValueError(f"aggregation {how!r}: meanK needs a whole number K >= 1 (the last K points), e.g. mean3")
+        tail_vals = vals[-int(k or len(vals)) :]
         return sum(tail_vals) / len(tail_vals)
     raise ValueError(f"unknown aggregation {how!r}: use last, best, mean or meanK (mean of the last K points)")
 

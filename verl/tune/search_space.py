@@ -106,9 +106,16 @@ class Param:
 
     def example(self) -> Any:
         """A value inside the range (used to check the key and type against the config schema at start)."""
+        return self.examples()[0]
+
+    def examples(self) -> list:
+        """Every value a trial may set that the schema should accept: each choice, each grid value, both ends."""
         if self.type == "categorical":
-            return self.choices[0]
-        return int(self.low) if self.type == "int" else float(self.low)
+            values = list(self.choices)
+        else:
+            cast = int if self.type == "int" else float
+            values = [cast(self.low), cast(self.high)]
+        return values + [v for v in (self.grid or []) if v not in values]
 
 
 @dataclass
@@ -144,6 +151,8 @@ def format_override(key: str, value: Any) -> str:
         text = "null"
     elif isinstance(value, (list, dict)):
         text = yaml.safe_dump(value, default_flow_style=True).strip()
+    elif isinstance(value, str) and yaml.safe_load(value) != value:  # 'true', '1', 'a: b' would read back changed
+        text = yaml.safe_dump(value, default_style="'").strip()
     else:
         text = str(value)
     return f"{key}={text}"
@@ -189,13 +198,20 @@ def parse_param(path: str, spec: Any, where: str) -> Param:
             f"{where}: expected a mapping like {{type: float, low: 0.1, high: 1.0}} or a list of choices, got {spec!r}"
         )
     unknown = set(spec) - _KEYS
+    if unknown and all(isinstance(spec[k], dict) for k in unknown):  # a nested tree instead of dotted paths
+        raise SearchSpaceError(
+            f"{where}: write each parameter as one dotted config path, e.g. `{path}.{sorted(unknown)[0]}: "
+            "{type: float, low: ..., high: ...}`, not a nested tree"
+        )
     if unknown:
         raise SearchSpaceError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: {sorted(_KEYS - {'help'})}")
     raw_type = str(spec.get("type", "categorical" if "choices" in spec else "float")).lower()
     if raw_type not in _TYPES:
         raise SearchSpaceError(f"{where}: unknown type {raw_type!r}; use float, int, loguniform or categorical")
     kind = _TYPES[raw_type]
-    log = bool(spec.get("log", raw_type.startswith("log")))
+    log = spec.get("log", raw_type.startswith("log"))
+    if not isinstance(log, bool):
+        raise SearchSpaceError(f"{where}: `log` must be true or false (unquoted), got {log!r}")
     grid = spec.get("grid")
     if grid is not None and (not isinstance(grid, list) or not grid):
         raise SearchSpaceError(f"{where}: `grid` must be a non-empty list")
@@ -285,15 +301,20 @@ def check_against_config(
 
     notes: list[str] = []
     drop = set()
+    try:  # the base overrides on their own first: a typo there is not a search parameter's fault
+        load_config("ppo_trainer", list(base_argv))
+    except ConfigError as e:
+        raise SearchSpaceError(f"base overrides (the command line after the options): {e}") from None
     for path, p in space.params.items():
-        try:
-            load_config("ppo_trainer", [*base_argv, *space.overrides({}), format_override(path, p.example())])
-        except ConfigError as e:
-            if drop_unknown and "unknown config key" in str(e):
-                drop.add(path)
-                notes.append(f"{path} is not a key of this version's config: left out of the search")
-                continue
-            raise SearchSpaceError(f"{space.source}: parameter {path!r}: {e}") from None
+        for value in p.examples():
+            try:
+                load_config("ppo_trainer", [*base_argv, *space.overrides({}), format_override(path, value)])
+            except ConfigError as e:
+                if drop_unknown and "unknown config key" in str(e):
+                    drop.add(path)
+                    notes.append(f"{path} is not a key of this version's config: left out of the search")
+                    break
+                raise SearchSpaceError(f"{space.source}: parameter {path!r}, value {value!r}: {e}") from None
     try:
         cfg = load_config("ppo_trainer", [*base_argv, *space.overrides({})])
     except ConfigError as e:

@@ -72,7 +72,8 @@ class Objective:
         """``["val-core/acc:max", "response_length/mean:min"]``; a spec without ``:dir`` is maximized."""
         metrics, dirs = [], []
         for s in specs:
-            name, _, d = s.rpartition(":") if s.rsplit(":", 1)[-1] in _DIRS else (s, "", "maximize")
+            name, _, d = s.rpartition(":") if s.rsplit(":", 1)[-1].lower() in _DIRS else (s, "", "maximize")
+            d = d.lower()
             metrics.append(name)
             dirs.append(d)
         return cls(metrics, dirs, aggregation, list(weights) if weights else None)
@@ -132,16 +133,19 @@ class EarlyStop:
         try:
             if spec.startswith("plateau"):
                 parts = spec.split(":")
-                return cls(
-                    None, "plateau", float(parts[2]) if len(parts) > 2 else 0.0, int(parts[1]) if len(parts) > 1 else 3
-                )
+                patience = int(parts[1]) if len(parts) > 1 else 3
+                if patience < 1:
+                    raise ValueError
+                return cls(None, "plateau", float(parts[2]) if len(parts) > 2 else 0.0, patience)
             body, _, k = spec.rpartition(":")
             op = "<" if "<" in body else ">"
             metric, thr = body.split(op)
+            if int(k) < 1:
+                raise ValueError
             return cls(metric.strip(), op, float(thr), int(k))
         except (ValueError, IndexError):
             raise ValueError(
-                f"--early-stop {spec!r}: write METRIC<THRESHOLD:K, METRIC>THRESHOLD:K or plateau:K[:MIN_DELTA]"
+                f"--early-stop {spec!r}: write METRIC<THRESHOLD:K, METRIC>THRESHOLD:K or plateau:K[:MIN_DELTA], K >= 1"
             ) from None
 
 
@@ -263,6 +267,8 @@ def make_storage(url: str | None, output_dir: str):
         path = os.path.abspath(os.path.expanduser(path))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+    if "://" not in url:  # a bare path: an SQLite file, as the default is
+        url = "sqlite:///" + os.path.abspath(os.path.expanduser(url))
     if not url.startswith("sqlite"):
         return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
     if url.startswith("sqlite:///"):
@@ -322,10 +328,15 @@ def make_pruner(spec: str, max_steps: int, min_steps: int = 1):
         )
     if name in ("none", "nop", "off"):
         return optuna.pruners.NopPruner()
-    if name == "percentile":
-        return optuna.pruners.PercentilePruner(float(arg or 25.0), n_startup_trials=2)
-    if name == "threshold":
-        return optuna.pruners.ThresholdPruner(lower=float(arg))
+    try:
+        if name == "percentile":
+            return optuna.pruners.PercentilePruner(float(arg or 25.0), n_startup_trials=2)
+        if name == "threshold":
+            return optuna.pruners.ThresholdPruner(lower=float(arg))
+    except ValueError:
+        raise ValueError(
+            f"--pruner {spec!r}: percentile:P needs a number P in 0..100, threshold:LOWER a number"
+        ) from None
     raise ValueError(f"unknown pruner {spec!r}: use median, hyperband, none, percentile:P or threshold:LOWER")
 
 
@@ -633,10 +644,13 @@ def run_study(
                 load_if_exists=True,
             )
             break
+        except ValueError:  # a bad setting (pruner, storage URL), not a race: retrying cannot help
+            raise
         except Exception:
             if attempt == 4:
                 raise
             time.sleep(0.5 + attempt)
+    _check_resume_compatible(study, study_name, storage_url, obj_spec, space)
     if _worker_index == 0:
         meta = {
             "objective": obj_spec.__dict__,
@@ -720,6 +734,44 @@ def _worker(**kwargs) -> None:
     run_study(**kwargs)
 
 
+def _check_resume_compatible(study, study_name: str, storage_url: str, obj_spec, space) -> None:
+    """A study resumed with another objective or another kind of distribution for a parameter would mix results
+    (or fail every new trial): one error naming what changed, before any trial runs."""
+    where = f"study {study_name!r} in {storage_url}"
+    fix = "use a new --study-name (or --output-dir), or the study's own settings"
+    stored = study.user_attrs.get("objective")
+    if stored and (
+        list(stored.get("metrics", [])) != list(obj_spec.metrics)
+        or list(stored.get("directions", [])) != list(obj_spec.directions)
+    ):
+        raise ValueError(
+            f"{where} was created with objective {stored.get('metrics')} {stored.get('directions')}, not "
+            f"{obj_spec.metrics} {obj_spec.directions}: {fix}"
+        )
+    if len(study.directions) != len(obj_spec.study_directions):
+        raise ValueError(
+            f"{where} has {len(study.directions)} objective(s), not {len(obj_spec.study_directions)}: {fix}"
+        )
+    if space is None:
+        return
+    import optuna.distributions
+
+    for trial in study.trials:
+        if not trial.distributions:  # e.g. a trial that failed before sampling
+            continue
+        for name, old in trial.distributions.items():
+            if name not in space.params:
+                continue
+            try:
+                optuna.distributions.check_distribution_compatibility(old, space.params[name].distribution())
+            except ValueError:
+                raise ValueError(
+                    f"{where}: parameter {name!r} was searched as {type(old).__name__} in trial {trial.number}, "
+                    f"the search space now makes it {type(space.params[name].distribution()).__name__}: {fix}"
+                ) from None
+        return  # the distributions of one trial are those of all (one search space per study)
+
+
 def _enqueue_base(study, space: SearchSpace, base_overrides: Sequence[str]) -> None:
     """Queue the base config's own values as the first trial (a baseline inside the study)."""
     from omegaconf import OmegaConf
@@ -732,7 +784,7 @@ def _enqueue_base(study, space: SearchSpace, base_overrides: Sequence[str]) -> N
         v = OmegaConf.select(cfg, path)
         if p.type == "categorical" and v not in p.choices:
             return
-        if p.type != "categorical" and not (p.low <= v <= p.high):
-            return
+        if p.type != "categorical" and (v is None or not (p.low <= v <= p.high)):
+            return  # the base value is outside the search (or off): no baseline trial
         params[path] = v
     study.enqueue_trial(params, user_attrs={"baseline": True})
