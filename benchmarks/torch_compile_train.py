@@ -42,7 +42,7 @@ def one_pass(module: torch.nn.Module, ids: torch.Tensor) -> float:
     logits = module(input_ids=ids).logits.float()
     loss = -torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).mean()
     loss.backward()
-    return float(loss)
+    return float(loss.detach())
 
 
 def main(argv: list[str] | None = None) -> dict:
