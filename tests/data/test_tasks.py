@@ -362,6 +362,8 @@ def test_cli_countdown_and_errors(tmp_path):
     proc = _run_cli("arithmetic", "--out-dir", str(tmp_path / "x"), "--min-digits", "1", "--max-digits", "1")
     assert proc.returncode == 2 and "distinct problems" in proc.stderr
     assert not (tmp_path / "x").exists()
+    proc = _run_cli("arithmetic", "--out-dir", str(tmp_path / "y"), "--ops", "+,/")
+    assert proc.returncode == 2 and "ops must be a non-empty selection of ['+', '-', '*'], got '+,/'" in proc.stderr
 
 
 def test_no_rows_is_an_error_not_a_file_without_columns(tmp_path):

@@ -332,6 +332,8 @@ def test_config_errors_name_the_key(tmp_path):
         run_ppo(small_config(tmp_path, "actor_rollout_ref.rollout.n=1"))
     with pytest.raises(ConfigError, match="ppo_mini_batch_size=0: .* must be >= 1"):
         run_ppo(small_config(tmp_path, "actor_rollout_ref.actor.ppo_mini_batch_size=0"))
+    with pytest.raises(ValueError, match=r"data.val_files is empty"):
+        run_ppo(small_config(tmp_path, "data.val_files=[]"))
 
 
 def test_cli_prints_start_and_end_accuracy(tmp_path):

@@ -75,3 +75,20 @@ def test_an_emptied_group_in_a_file_changes_nothing_but_null_on_the_command_line
     assert cfg.data.train_batch_size == 64 and cfg.trainer.total_training_steps == 5
     with pytest.raises(ConfigError, match="'trainer' is a group of keys"):
         load_config("ppo_trainer", ["trainer=null"])
+
+
+def test_a_number_for_a_string_key_is_its_text():
+    from verl.utils.config import load_config
+
+    assert load_config("ppo_trainer", ["trainer.experiment_name=2024"]).trainer.experiment_name == "2024"
+
+
+def test_interpolations_in_overrides_resolve_and_are_type_checked():
+    from verl.utils.config import ConfigError, load_config
+
+    cfg = load_config("ppo_trainer", ["data.max_response_length=${data.max_prompt_length}"])
+    assert cfg.data.max_response_length == cfg.data.max_prompt_length == cfg.actor_rollout_ref.rollout.response_length
+    with pytest.raises(ConfigError, match="expects an integer, but its interpolation resolves to str"):
+        load_config("ppo_trainer", ["data.max_response_length=${trainer.project_name}"])
+    with pytest.raises(ConfigError, match="interpolation does not resolve: Interpolation key 'data.nope'"):
+        load_config("ppo_trainer", ["data.max_response_length=${data.nope}"])

@@ -191,8 +191,22 @@ def total_training_steps(config: DictConfig, dataset_len: int) -> int:
     return max(1, dataset_len // config.data.train_batch_size) * config.trainer.total_epochs
 
 
-def build_dataset(config: DictConfig, files, tokenizer) -> RLHFDataset:
+def build_dataset(config: DictConfig, files, tokenizer, key: str = "data.train_files") -> RLHFDataset:
+    """The prompts of ``files`` (the value of config key ``key``, named in errors)."""
     d = config.data
+    if not files:
+        raise ValueError(
+            f"{key} is empty: give parquet files or builtin:// specs, e.g. {key}=[builtin://arithmetic/train]"
+        )
+    try:
+        return _rlhf_dataset(d, files, tokenizer)
+    except ValueError as e:
+        if str(e).startswith("no usable prompts"):
+            raise ValueError(f"{key}: {e}") from None
+        raise
+
+
+def _rlhf_dataset(d: DictConfig, files, tokenizer) -> RLHFDataset:
     return RLHFDataset(
         files,
         tokenizer,
@@ -233,7 +247,7 @@ def build_trainer(
         f.write(OmegaConf.to_yaml(config))
     tokenizer = load_tokenizer(config.data.tokenizer or config.actor_rollout_ref.model.path)
     train_ds = build_dataset(config, config.data.train_files, tokenizer)
-    val_ds = build_dataset(config, config.data.val_files, tokenizer)
+    val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
     steps = total_training_steps(config, len(train_ds))
     workers, backend = build_workers(config, steps, tokenizer)
     reward_fn, val_reward_fn = build_reward_fns(config, tokenizer, compute_score)

@@ -108,6 +108,9 @@ def _coerce_number(default: Any, value: Any) -> Any:
     # A list key takes one scalar as a one-item list (data.train_files=x.parquet, trainer.logger=console).
     if isinstance(default, (list, tuple)) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return [value]
+    # A string key given a number (experiment_name=2024, which YAML reads as an int): the text that was typed.
+    if isinstance(default, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
     # YAML 1.1 reads "1e-3" (no dot) as a string; a float key should still take it.
     if isinstance(value, str) and isinstance(default, float):
         try:
@@ -168,6 +171,9 @@ def _type_ok(default: Any, value: Any) -> bool:
     return True
 
 
+interpolated: list[tuple[str, Any, str]] = []  # (key, expected default, source) of ${...} values being set
+
+
 def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_new: bool) -> None:
     """Set dotted ``key`` in ``tree`` (both from the root), checking it against the ``schema`` tree."""
     parts = key.split(".")
@@ -199,6 +205,10 @@ def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_n
                 return
             raise ConfigError(f"{source}: {path!r} is a group of keys; null would delete it. Set its keys instead.")
         expected = child_schema if child_schema is not None else _null_default_type(path)
+        if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
+            node[part] = value  # an interpolation (as the defaults use): its resolved value is checked at the end
+            interpolated.append((path, expected, source))
+            return
         value = _coerce_number(expected, value)
         if isinstance(expected, (list, tuple)) and isinstance(value, (list, tuple)) and expected:
             value = [_coerce_number(expected[0], v) for v in value]
@@ -231,6 +241,7 @@ def _type_name(default: Any) -> str:
 
 def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
     """Build a job's validated config: defaults < ``--config`` files < ``key=value`` args < ``overrides`` dict."""
+    interpolated.clear()
     raw_defaults = load_yaml(default_config_path(name))
     tree = _deepcopy(raw_defaults)
     # The schema is the resolved defaults: a key defaulting to "${data.max_response_length}" is an int key.
@@ -244,7 +255,18 @@ def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping
     for key, value in (overrides or {}).items():
         _set(tree, defaults, key, value, source="overrides", allow_new=False)
     cfg = OmegaConf.create(tree)
-    OmegaConf.resolve(cfg)
+    try:
+        OmegaConf.resolve(cfg)
+    except Exception as e:  # an override's ${...} naming a key that does not exist
+        raise ConfigError(f"a ${{...}} interpolation does not resolve: {str(e).splitlines()[0]}") from None
+    checks, interpolated[:] = list(interpolated), []
+    for path, expected, source in checks:
+        value = OmegaConf.select(cfg, path)
+        if expected is not None and not _type_ok(expected, value):
+            raise ConfigError(
+                f"{source}: config key {path!r} expects {_type_name(expected)}, but its interpolation resolves to "
+                f"{type(value).__name__} {value!r}"
+            )
     return cfg
 
 

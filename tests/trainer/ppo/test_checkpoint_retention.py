@@ -80,3 +80,15 @@ def test_latest_pointing_at_a_missing_directory_is_an_error_not_a_fresh_start(tm
     os.rename(tmp_path / "global_step_3", tmp_path / "moved")
     with pytest.raises(FileNotFoundError, match="names step '3'.*resume_mode"):
         t._find_resume_dir()
+
+
+def test_resume_path_given_as_the_run_directory_says_which_to_give(tmp_path):
+    t = _trainer(tmp_path)
+    t.global_steps = 2
+    t._save_checkpoint()
+    t.config.trainer.resume_mode = "resume_path"
+    t.config.trainer.resume_from_path = str(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"looks like a run directory.*global_step_2.*resume_mode=auto"):
+        t._find_resume_dir()
+    t.config.trainer.resume_from_path = str(tmp_path / "global_step_2")
+    assert t._find_resume_dir() == str(tmp_path / "global_step_2")

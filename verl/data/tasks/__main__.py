@@ -44,11 +44,24 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 param.cli_flag,
                 dest=param.name,
-                type=param.parse,
+                type=_argparse_type(param.parse),
                 default=param.default,
                 help=f"{param.help} ({default})",
             )
     return parser
+
+
+def _argparse_type(parse):
+    """``parse`` whose ValueError reaches the user: argparse replaces a ValueError's text with "invalid value"."""
+
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def main(argv: list[str] | None = None) -> int:

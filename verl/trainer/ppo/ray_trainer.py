@@ -623,7 +623,17 @@ class RayPPOTrainer:
                 raise FileNotFoundError(
                     f"trainer.resume_from_path={t.resume_from_path!r} is not a checkpoint directory"
                 )
-            return os.path.abspath(os.path.expanduser(t.resume_from_path))
+            path = os.path.abspath(os.path.expanduser(t.resume_from_path))
+            if not os.path.isfile(os.path.join(path, "data.pt")):
+                steps = sorted(d for d in os.listdir(path) if d.startswith("global_step_") and "." not in d)
+                hint = (
+                    f"it looks like a run directory: give one of its checkpoints ({path}/{steps[-1]}), or "
+                    f"trainer.resume_mode=auto trainer.default_local_dir={path}"
+                    if steps
+                    else "a checkpoint directory is global_step_N/ holding data.pt and actor/"
+                )
+                raise FileNotFoundError(f"trainer.resume_from_path={t.resume_from_path!r} is not a checkpoint: {hint}")
+            return path
         if t.resume_mode != "auto":
             raise ValueError(f"trainer.resume_mode={t.resume_mode!r}: use auto, disable or resume_path")
         latest = os.path.join(self._checkpoint_root(), "latest_checkpointed_iteration.txt")

@@ -41,9 +41,10 @@ def read_parquet_rows(files: str | Sequence[str], required_columns: Sequence[str
     for spec in as_file_list(files):
         path = os.path.expanduser(resolve_data_files(spec))
         if not os.path.exists(path):
+            several = " For several files write a list: [a.parquet,b.parquet]." if "," in path else ""
             raise FileNotFoundError(
                 f"data file {path!r} does not exist. Write one with `python -m verl.data.tasks arithmetic "
-                f"--out-dir DIR`, or use a built-in spec such as builtin://arithmetic/train."
+                f"--out-dir DIR`, or use a built-in spec such as builtin://arithmetic/train.{several}"
             )
         try:
             table = pq.read_table(path)
