@@ -168,3 +168,25 @@ def test_functions_become_callbacks_and_engine_step_registers_them():
     assert seen == [pytest.approx(0.9)]
     with pytest.raises(TypeError):
         as_callback(42)
+
+
+def test_callback_metrics_become_plain_numbers_and_classes_are_rejected():
+    import numpy as np
+
+    class NumpyMetrics(StepCallback):
+        def on_validation(self, trainer, metrics):
+            metrics["callbacks/np"] = np.float32(0.25)
+            metrics["callbacks/t"] = torch.tensor(2.0)
+
+    class ListMetric(StepCallback):
+        def on_validation(self, trainer, metrics):
+            metrics["callbacks/list"] = [1, 2]
+
+    metrics = {"eval/reward_std": 0.1}
+    run_callbacks([NumpyMetrics()], "on_validation", FakeTrainer(), metrics)
+    assert metrics["callbacks/np"] == 0.25 and type(metrics["callbacks/np"]) is float
+    assert metrics["callbacks/t"] == 2.0 and type(metrics["callbacks/t"]) is float  # every logger can write them
+    with pytest.raises(TypeError, match="ListMetric.on_validation set the metric 'callbacks/list' to list"):
+        run_callbacks([ListMetric()], "on_validation", FakeTrainer(), {})
+    with pytest.raises(TypeError, match=r"KLFilterCallback is a class: pass an instance, e.g. KLFilterCallback\(\)"):
+        as_callback(KLFilterCallback)

@@ -391,3 +391,22 @@ def test_python_api_runs_the_ray_backend_and_shuts_it_down(tmp_path, monkeypatch
         assert ray.is_initialized()
         assert len(json.load(open(tmp_path / "workers.json"))) == 2
     assert not ray.is_initialized()
+
+
+def test_num_rollout_steps_splits_the_batch_the_overrides_set_and_kl_coef_is_a_number(tmp_path):
+    t = PPOTrainer(
+        data_config=DataConfig(num_rollout_steps=16), overrides={"data.train_batch_size": 32}, output_dir=tmp_path
+    )
+    a = t.config.actor_rollout_ref.actor
+    assert t.config.data.train_batch_size == 32
+    assert (32 // a.ppo_mini_batch_size) * a.ppo_epochs == 16  # 16 updates per rollout of 32 prompts
+    for bad in ("0.1", None, True):
+        with pytest.raises(ConfigError, match="EngineConfig.kl_coef=.* must be a number >= 0"):
+            PPOTrainer(engine_config={"kl_coef": bad}, output_dir=tmp_path)
+
+
+def test_evaluation_of_no_rows_is_an_error():
+    from verl.utils.evaluation import evaluate_greedy_accuracy
+
+    with pytest.raises(ValueError, match="no rows to score"):
+        evaluate_greedy_accuracy(None, None, [])

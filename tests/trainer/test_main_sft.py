@@ -75,3 +75,14 @@ def test_cli_prints_heldout_accuracy_and_rejects_bad_keys(tmp_path, tiny_model_d
     )
     assert missing.returncode != 0 and "is not a directory" in missing.stderr
     assert main is not None
+
+
+def test_zero_counts_are_errors_before_any_model_loads(tmp_path):
+    import pytest
+
+    from verl.utils.config import ConfigError
+
+    for bad in ("data.micro_batch_size_per_gpu=0", "trainer.log_freq=0"):
+        cfg = load_config("sft_trainer", [*SMALL, f"trainer.default_local_dir={tmp_path}", bad])
+        with pytest.raises(ConfigError, match=rf"{bad.split('=')[0]}=0: .* must be >= 1"):
+            run_sft(cfg)

@@ -51,3 +51,16 @@ def test_mlflow_local_store(tmp_path, monkeypatch):
     hist = client.get_metric_history(run_id, "val-core/arithmetic/reward/mean_at_1")
     assert [(m.step, m.value) for m in hist] == [(2, 0.75)]
     assert client.get_run(run_id).data.params["actor.lr"] == "0.001"
+
+
+def test_file_logger_writes_numpy_and_tensor_scalars(tmp_path):
+    import numpy as np
+    import torch
+
+    from verl.utils.tracking import FileLogger
+
+    logger = FileLogger(str(tmp_path / "m.jsonl"))
+    logger.log({"a": np.float32(1.5), "b": torch.tensor(float("nan")), "c": np.int64(3)}, step=1)
+    logger.close()
+    row = json.loads((tmp_path / "m.jsonl").read_text())
+    assert (row["a"], row["b"], row["c"]) == (1.5, None, 3)

@@ -77,6 +77,8 @@ class FunctionCallback(StepCallback):
 
 def as_callback(obj: Any, hook: str = "on_advantages") -> Any:
     """A callback object as is; a plain function wrapped as a :class:`FunctionCallback` at ``hook``."""
+    if isinstance(obj, type):
+        raise TypeError(f"{obj.__name__} is a class: pass an instance, e.g. {obj.__name__}()")
     if any(hasattr(obj, h) for h in HOOKS) or hasattr(obj, "configure"):
         return obj
     if callable(obj):
@@ -150,12 +152,22 @@ def run_callbacks(callbacks: Sequence[Any], hook: str, trainer: Any, *args: Any)
     return results
 
 
-def _check_metrics_after(name: str, before: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
-    for key, value in metrics.items():
+def _check_metrics_after(name: str, before: Mapping[str, Any], metrics: dict[str, Any]) -> None:
+    """Metrics a callback set are numbers (numpy and 0-d tensor scalars become Python floats, so every logger can
+    write them) and finite; anything else is an error naming the callback and the key, before the step is logged."""
+    for key, value in list(metrics.items()):
         if key in before and before[key] is value:
             continue
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, bool) or isinstance(value, (int, str)):
+            continue
+        if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy scalar, 0-d tensor or array
+            value = value.item()
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise TypeError(f"{name} set the metric {key!r} to {type(value).__name__} {value!r}: a metric is a number")
+        value = float(value)
+        if not math.isfinite(value):
             raise ValueError(f"{name} set the metric {key!r} to {value}")
+        metrics[key] = value
 
 
 def apply_reward_hooks(hooks: Sequence[Callable[[Any], Any]], reward_tensor: Any) -> Any:

@@ -248,6 +248,7 @@ def ppo_trainer_overrides(
     engine_config: Mapping[str, Any] | None = None,
     optim_config: Mapping[str, Any] | None = None,
     adv_estimator: str | None = "gae",
+    overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dotted config-tree overrides for :class:`PPOTrainer`'s arguments (docs/python_api.md has the table)."""
     data, engine, optim = DataConfig(data_config), EngineConfig(engine_config), OptimConfig(optim_config)
@@ -260,7 +261,11 @@ def ppo_trainer_overrides(
         if key != "num_rollout_steps":
             out[DataConfig.KEYS[key]] = value
     if data.get("num_rollout_steps") is not None:
-        batch = data.get("rollout_batch_size", load_config("ppo_trainer").data.train_batch_size)
+        # the rollout batch the run will have: DataConfig's, else an override's, else the default
+        batch = data.get(
+            "rollout_batch_size",
+            (overrides or {}).get("data.train_batch_size", load_config("ppo_trainer").data.train_batch_size),
+        )
         mini, epochs = split_rollout(batch, data["num_rollout_steps"])
         out["actor_rollout_ref.actor.ppo_mini_batch_size"] = mini
         out["actor_rollout_ref.actor.ppo_epochs"] = epochs
@@ -275,8 +280,8 @@ def ppo_trainer_overrides(
             )
     for key, value in engine.items():
         if key == "kl_coef":
-            if value < 0:
-                raise ConfigError(f"EngineConfig.kl_coef={value} must be >= 0 (0: no KL penalty)")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"EngineConfig.kl_coef={value!r} must be a number >= 0 (0: no KL penalty)")
             out["algorithm.use_kl_in_reward"] = value > 0
             out["algorithm.kl_ctrl.type"] = "fixed"
             out["algorithm.kl_ctrl.kl_coef"] = value
@@ -407,6 +412,17 @@ class RLTrainer:
             self.build()
         elif max_steps is not None:
             self.controller.total_training_steps = self.controller.global_steps + max_steps
+            styles = {self.config.actor_rollout_ref.actor.optim.warmup_style, self.config.critic.optim.warmup_style}
+            if "cosine" in styles:  # the schedule was built for the first call's length and has ended
+                logger.warning(
+                    "train(max_steps=%d) after %d steps: the cosine learning-rate schedule was built for the first "
+                    "call's %d steps and stays at lr * min_lr_ratio (%s) for these; set the whole length in the "
+                    "first call, or warmup_style=constant",
+                    max_steps,
+                    self.controller.global_steps,
+                    self.config.trainer.total_training_steps,
+                    self.config.actor_rollout_ref.actor.optim.min_lr_ratio,
+                )
         self.controller.stop_reason = None
         self.controller.fit()
         return self.metrics
@@ -531,7 +547,9 @@ class PPOTrainer(RLTrainer):
         overrides: Mapping[str, Any] | None = None,
         output_dir: str | None = None,
     ):
-        mapped = ppo_trainer_overrides(actor_model, data_config, engine_config, optim_config, adv_estimator)
+        mapped = ppo_trainer_overrides(
+            actor_model, data_config, engine_config, optim_config, adv_estimator, overrides=overrides
+        )
         super().__init__(overrides={**mapped, **(overrides or {})}, reward_model=reward_model, output_dir=output_dir)
 
 

@@ -29,6 +29,8 @@ def evaluate_model(
     tokenizer = load_tokenizer(model_path)
     model = load_causal_lm(model_path, dtype=dtype)
     rows = read_parquet_rows(val_files)
+    if not rows:
+        raise ValueError(f"data.val_files={val_files}: no rows to evaluate")
     if max_samples > 0:
         rows = rows[:max_samples]
     return evaluate_greedy_accuracy(model, tokenizer, rows, max_new_tokens, batch_size)

@@ -87,9 +87,10 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     for key, value in (
         ("data.train_batch_size", d.train_batch_size),
         ("data.micro_batch_size_per_gpu", d.micro_batch_size_per_gpu),
+        ("trainer.log_freq", config.trainer.log_freq),
     ):
         if value is None or value < 1:
-            raise ConfigError(f"{key}={value}: it counts sequences, so it must be >= 1")
+            raise ConfigError(f"{key}={value}: it counts sequences or steps, so it must be >= 1")
     if d.train_batch_size % d.micro_batch_size_per_gpu:
         raise ConfigError(
             f"data.train_batch_size={d.train_batch_size} must be a multiple of "

@@ -55,6 +55,10 @@ def evaluate_greedy_accuracy(
 ) -> dict[str, Any]:
     """Greedy-decode every row's prompt and score it. Returns ``acc`` (score >= 1), ``score`` (mean), per data source
     ``acc/<data_source>``, and the first few ``samples`` (prompt, response, ground truth, score) for inspection."""
+    if not rows:
+        raise ValueError("evaluation: no rows to score (an empty validation file?)")
+    if batch_size < 1:
+        raise ValueError(f"evaluation: batch_size={batch_size} must be >= 1 (generation.batch_size)")
     if compute_score is None:
         from verl.utils.reward_score import default_compute_score as compute_score
     prompts = [render_prompt(tokenizer, prompt_to_messages(get_nested(r, "prompt"), r), r.where) for r in rows]

@@ -35,6 +35,15 @@ class ConsoleLogger:
         pass
 
 
+def _json_value(v):
+    """A metric as JSON: numpy/tensor scalars as Python numbers, NaN/inf as null."""
+    if hasattr(v, "item") and getattr(v, "ndim", None) == 0:
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
 class FileLogger:
     """JSON lines, one per log call, flushed at once so a killed run keeps everything it logged."""
 
@@ -44,7 +53,7 @@ class FileLogger:
         self._f = open(path, "a")
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+        clean = {k: _json_value(v) for k, v in metrics.items()}
         self._f.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
         self._f.flush()
 
