@@ -59,3 +59,13 @@ def test_only_plain_dynamic_caches_are_converted():
     sliding.layers = [DynamicSlidingWindowLayer(sliding_window=4)]
     assert not preallocate(sliding, 8)
     assert not preallocate(((torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1)),), 8)
+
+
+def test_beam_reorder_moves_the_buffers_not_just_the_views():
+    layer = PreallocatedLayer(capacity=8)
+    keys = torch.arange(2 * 3, dtype=torch.float32).view(2, 1, 3, 1)
+    layer.update(keys, keys.clone())
+    layer.reorder_cache(torch.tensor([1, 0]))
+    new = torch.full((2, 1, 1, 1), 9.0)
+    k, _ = layer.update(new, new.clone())
+    assert k[:, 0, :, 0].tolist() == [[3, 4, 5, 9], [0, 1, 2, 9]]

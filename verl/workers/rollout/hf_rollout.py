@@ -344,7 +344,10 @@ class HFRollout:
         ``n`` times for its samples) are computed once and their KV cache and last logits copied to every copy: the
         same numbers, 1/n of the prefill work. The cache is then moved into preallocated buffers of ``capacity``
         positions (`kv_cache.preallocate`), so decoding writes in place instead of re-concatenating."""
-        if _cfg_get(self.config, "share_prompt_prefill", True) and ids.shape[0] > 1:
+        shared = _cfg_get(self.config, "share_prompt_prefill", True) and not getattr(
+            self, "_rows_not_selectable", False
+        )
+        if shared and ids.shape[0] > 1:
             rows = torch.cat([ids, mask.to(ids.dtype), pos.to(ids.dtype)], dim=1)
             unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
             if unique.shape[0] < ids.shape[0]:
@@ -354,7 +357,8 @@ class HFRollout:
                 self._preallocate(cache, capacity)
                 if _can_select_rows(cache):
                     return logits[inverse], _select_rows(cache, inverse)
-                logits, cache = self._forward(ids, mask, pos, None)  # a cache that cannot be row-copied
+                self._rows_not_selectable = True  # this model's cache cannot be row-copied: no more shared prefills
+                logits, cache = self._forward(ids, mask, pos, None)
                 self._preallocate(cache, capacity)
                 return logits, cache
         logits, cache = self._forward(ids, mask, pos, None)

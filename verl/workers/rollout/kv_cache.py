@@ -80,6 +80,11 @@ if DynamicLayer is not None:
         def get_seq_length(self) -> int:
             return self.length if self.is_initialized else 0
 
+        def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+            """Beam search's reorder, applied to the buffers (the inherited one would reorder views that the next
+            ``update`` replaces)."""
+            self.batch_select_indices(beam_idx)
+
         def batch_select_indices(self, indices: torch.Tensor) -> None:
             if not self.is_initialized:
                 return
