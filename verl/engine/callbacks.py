@@ -158,11 +158,11 @@ def _check_metrics_after(name: str, before: Mapping[str, Any], metrics: dict[str
     for key, value in list(metrics.items()):
         if key in before and before[key] is value:
             continue
-        if isinstance(value, bool) or isinstance(value, (int, str)):
+        if isinstance(value, (int, str)):  # bool is an int
             continue
         if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy scalar, 0-d tensor or array
             value = value.item()
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        if not isinstance(value, (int, float)):
             raise TypeError(f"{name} set the metric {key!r} to {type(value).__name__} {value!r}: a metric is a number")
         value = float(value)
         if not math.isfinite(value):

@@ -199,24 +199,20 @@ def build_dataset(config: DictConfig, files, tokenizer, key: str = "data.train_f
             f"{key} is empty: give parquet files or builtin:// specs, e.g. {key}=[builtin://arithmetic/train]"
         )
     try:
-        return _rlhf_dataset(d, files, tokenizer)
+        return RLHFDataset(
+            files,
+            tokenizer,
+            d.prompt_key,
+            d.max_prompt_length,
+            d.filter_overlong_prompts,
+            d.truncation,
+            d.return_raw_chat,
+            reward_fn_key=d.reward_fn_key,
+        )
     except ValueError as e:
         if str(e).startswith("no usable prompts"):
             raise ValueError(f"{key}: {e}") from None
         raise
-
-
-def _rlhf_dataset(d: DictConfig, files, tokenizer) -> RLHFDataset:
-    return RLHFDataset(
-        files,
-        tokenizer,
-        d.prompt_key,
-        d.max_prompt_length,
-        d.filter_overlong_prompts,
-        d.truncation,
-        d.return_raw_chat,
-        reward_fn_key=d.reward_fn_key,
-    )
 
 
 def build_trainer(

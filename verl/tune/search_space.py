@@ -104,10 +104,6 @@ class Param:
             "to it (or a `step:`), or use another sampler"
         )
 
-    def example(self) -> Any:
-        """A value inside the range (used to check the key and type against the config schema at start)."""
-        return self.examples()[0]
-
     def examples(self) -> list:
         """Every value a trial may set that the schema should accept: each choice, each grid value, both ends."""
         if self.type == "categorical":

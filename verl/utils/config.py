@@ -171,11 +171,10 @@ def _type_ok(default: Any, value: Any) -> bool:
     return True
 
 
-interpolated: list[tuple[str, Any, str]] = []  # (key, expected default, source) of ${...} values being set
-
-
-def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_new: bool) -> None:
-    """Set dotted ``key`` in ``tree`` (both from the root), checking it against the ``schema`` tree."""
+def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_new: bool, interpolated: list) -> None:
+    """Set dotted ``key`` in ``tree`` (both from the root), checking it against the ``schema`` tree. A ``${...}``
+    value is set as is and recorded in ``interpolated`` as ``(key, expected default, source)``: its resolved value
+    is checked once the whole tree resolves."""
     parts = key.split(".")
     node: dict = tree
     snode: Any = schema
@@ -198,7 +197,7 @@ def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_n
             if not isinstance(node.get(part), dict):
                 node[part] = {}
             for k, v in value.items():  # a nested mapping from a YAML file: check each leaf by its full path
-                _set(tree, schema, f"{path}.{k}", v, source, allow_new)
+                _set(tree, schema, f"{path}.{k}", v, source, allow_new, interpolated)
             return
         if value is None and isinstance(child_schema, Mapping) and child_schema:
             if source.startswith("config file"):  # a group whose keys are all commented out: no change
@@ -206,7 +205,7 @@ def _set(tree: dict, schema: Mapping, key: str, value: Any, source: str, allow_n
             raise ConfigError(f"{source}: {path!r} is a group of keys; null would delete it. Set its keys instead.")
         expected = child_schema if child_schema is not None else _null_default_type(path)
         if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
-            node[part] = value  # an interpolation (as the defaults use): its resolved value is checked at the end
+            node[part] = value  # an interpolation, as the defaults use
             interpolated.append((path, expected, source))
             return
         value = _coerce_number(expected, value)
@@ -241,7 +240,7 @@ def _type_name(default: Any) -> str:
 
 def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
     """Build a job's validated config: defaults < ``--config`` files < ``key=value`` args < ``overrides`` dict."""
-    interpolated.clear()
+    interpolated: list[tuple[str, Any, str]] = []
     raw_defaults = load_yaml(default_config_path(name))
     tree = _deepcopy(raw_defaults)
     # The schema is the resolved defaults: a key defaulting to "${data.max_response_length}" is an int key.
@@ -249,18 +248,25 @@ def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping
     files, arg_overrides = parse_overrides(argv or [])
     for path in files:
         for key, value in load_yaml(path).items():
-            _set(tree, defaults, str(key), value, source=f"config file {path!r}", allow_new=False)
+            _set(
+                tree,
+                defaults,
+                str(key),
+                value,
+                source=f"config file {path!r}",
+                allow_new=False,
+                interpolated=interpolated,
+            )
     for key, value, is_new in arg_overrides:
-        _set(tree, defaults, key, value, source="command line", allow_new=is_new)
+        _set(tree, defaults, key, value, source="command line", allow_new=is_new, interpolated=interpolated)
     for key, value in (overrides or {}).items():
-        _set(tree, defaults, key, value, source="overrides", allow_new=False)
+        _set(tree, defaults, key, value, source="overrides", allow_new=False, interpolated=interpolated)
     cfg = OmegaConf.create(tree)
     try:
         OmegaConf.resolve(cfg)
     except Exception as e:  # an override's ${...} naming a key that does not exist
         raise ConfigError(f"a ${{...}} interpolation does not resolve: {str(e).splitlines()[0]}") from None
-    checks, interpolated[:] = list(interpolated), []
-    for path, expected, source in checks:
+    for path, expected, source in interpolated:
         value = OmegaConf.select(cfg, path)
         if expected is not None and not _type_ok(expected, value):
             raise ConfigError(

@@ -257,7 +257,7 @@ class RayPPOTrainer:
         if "overlong_penalty" in batch.batch:
             metrics["reward/overlong_penalty_mean"] = batch.batch["overlong_penalty"].mean().item()
         for key in batch.meta_info.get("reward_extra_keys", []):  # the reward function's own numeric fields
-            values = [float(v) for v in batch.non_tensor_batch.get(key, []) if _is_number(v) and v == v]
+            values = _finite_numbers(batch.non_tensor_batch.get(key, []))
             if values:
                 metrics[f"reward/{key}/mean"] = float(np.mean(values))
         metrics.update(compute_timing_metrics(batch, timing_raw))
@@ -339,9 +339,8 @@ class RayPPOTrainer:
                 return _concat_filling_extras(kept)[: groups * n]
 
     def _dp_world_size(self) -> int:
-        """Data-parallel workers the update batches are split over (1 with the local backend)."""
-        t = self.config.trainer
-        return int(t.n_gpus_per_node) * int(t.nnodes) if t.get("backend", "local") == "ray" else 1
+        """Data-parallel workers the update batches are split over (1 with the local backend: check_config)."""
+        return int(self.config.trainer.n_gpus_per_node * self.config.trainer.nnodes)
 
     def _score(self, batch: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
         """Training scores: the reward model (if any), then the reward function, then the reward hooks."""
@@ -509,8 +508,8 @@ class RayPPOTrainer:
                 groups = [vals[i : i + n] for i in range(0, len(vals), n)]
                 metrics[f"val-core/{src}/acc/best@{n}"] = float(np.mean([max(g) >= 1.0 for g in groups]))
             for key, values in extras.items():
-                numeric = [float(values[i]) for i in rows if _is_number(values[i]) and values[i] == values[i]]
-                if numeric:  # NaN: a sample whose scoring call failed
+                numeric = _finite_numbers([values[i] for i in rows])
+                if numeric:
                     metrics[f"val-aux/{src}/{key}/mean@{n}"] = float(np.mean(numeric))
         if samples:
             self._write_val_generations(samples)
@@ -679,8 +678,10 @@ def uses_critic(config) -> bool:
     return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, bool, np.number)) and not isinstance(value, str)
+def _finite_numbers(values) -> list[float]:
+    """The numeric entries of a reward field as floats; NaN (a sample whose scoring call failed) and non-numbers
+    left out."""
+    return [float(v) for v in values if isinstance(v, (int, float, bool, np.number)) and v == v]
 
 
 def _whole_groups_for_workers(num_groups: int, n: int, world_size: int) -> int:
