@@ -80,3 +80,30 @@ def test_ray_cpu_example_script(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "ray backend: 2 worker processes" in out.stdout and "at step 2" in out.stdout
     assert (tmp_path / "global_step_2" / "actor" / "dcp" / ".metadata").exists()
+
+
+def test_verl_style_script_runs_as_written(tmp_path):
+    # a package named by actor_rollout_ref.model.external_lib is imported before the models load (as in verl)
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "my_arch_registry.py").write_text(
+        f"open({str(tmp_path / 'registry_imported')!r}, 'w').write('yes')\n"
+    )
+    out = subprocess.run(
+        [
+            "bash",
+            os.path.join(ROOT, "examples", "grpo_trainer", "run_verl_style_script.sh"),
+            *SMALL_RL,
+            f"trainer.default_local_dir={tmp_path / 'run'}",
+            "actor_rollout_ref.model.external_lib=my_arch_registry",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path / "lib")])},
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "held-out greedy accuracy:" in out.stdout and "at step 2" in out.stdout
+    # verl's deprecated global micro-batch size was mapped, and said so
+    assert "ppo_micro_batch_size=128 is verl's deprecated global micro-batch size" in out.stderr
+    assert (tmp_path / "registry_imported").read_text() == "yes"

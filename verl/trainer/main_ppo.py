@@ -24,7 +24,8 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer, uses_critic, uses_refere
 from verl.utils.cli import run_cli
 from verl.utils.config import ConfigError, load_config
 from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.utils.model import load_tokenizer
+from verl.utils.model import import_external_lib, load_tokenizer
+from verl.utils.ported_keys import apply_deprecated_micro_batch_sizes, check_ported_keys, warn_ported_keys
 from verl.utils.torch_functional import set_seed
 from verl.workers.reward_manager import NaiveRewardManager, load_custom_reward_function
 
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 def check_config(config: DictConfig) -> None:
     """Cross-key checks that the schema alone cannot express; each error names the keys and the fix."""
+    check_ported_keys(config)
     d, a = config.data, config.actor_rollout_ref.actor
     for key in (
         "data.train_batch_size",
@@ -99,43 +101,10 @@ def check_config(config: DictConfig) -> None:
                 )
 
 
-# verl keys that ported scripts set but this version has one answer for: a value other than the one it implements
-# runs anyway, with a warning that says what runs instead (an error would break every ported script).
-_ONE_IMPLEMENTATION = (
-    (
-        "actor_rollout_ref.rollout.name",
-        ("hf",),
-        "sampling runs on the built-in HF KV-cache sampler (same sampling "
-        "semantics: temperature, top-k, top-p, n); vLLM and SGLang engines are not wired in this version",
-    ),
-    (
-        "actor_rollout_ref.actor.strategy",
-        ("dp", "fsdp", "fsdp2"),
-        "the data-parallel worker runs (FSDP2 with trainer.backend=ray); Megatron is not implemented",
-    ),
-    ("critic.strategy", ("dp", "fsdp", "fsdp2"), "the data-parallel worker runs (FSDP2 with trainer.backend=ray)"),
-    (
-        "reward_model.reward_manager",
-        ("naive",),
-        "the naive reward manager runs; DAPO's overlong penalty is reward_model.overlong_buffer.enable=true",
-    ),
-    (
-        "actor_rollout_ref.hybrid_engine",
-        (True,),
-        "the rollout samples with the actor's own weights (the hybrid engine is the only layout)",
-    ),
-)
-
-
 def warn_unimplemented_choices(config: DictConfig) -> list[str]:
-    """One warning per `_ONE_IMPLEMENTATION` key set to a value this version does not implement; returns them."""
-    messages = []
-    for key, supported, what_runs in _ONE_IMPLEMENTATION:
-        value = OmegaConf.select(config, key)
-        if value is not None and value not in supported:
-            messages.append(f"{key}={value}: {what_runs}")
-            logger.warning("%s=%s: %s", key, value, what_runs)
-    return messages
+    """One warning per ported verl key set to a value this version does not implement (what runs instead is named);
+    returns them. The table: ``verl.utils.ported_keys.WARN_UNLESS``."""
+    return warn_ported_keys(config)
 
 
 def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
@@ -234,6 +203,7 @@ def build_trainer(
     for cb in callbacks:
         if hasattr(cb, "configure"):
             cb.configure(config)
+    apply_deprecated_micro_batch_sizes(config)
     check_config(config)
     warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)
@@ -241,7 +211,11 @@ def build_trainer(
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         f.write(OmegaConf.to_yaml(config))
-    tokenizer = load_tokenizer(config.data.tokenizer or config.actor_rollout_ref.model.path)
+    model_cfg = config.actor_rollout_ref.model
+    import_external_lib(model_cfg.get("external_lib"))
+    tokenizer = load_tokenizer(
+        config.data.tokenizer or model_cfg.path, trust_remote_code=bool(model_cfg.get("trust_remote_code", False))
+    )
     train_ds = build_dataset(config, config.data.train_files, tokenizer)
     val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
     steps = total_training_steps(config, len(train_ds))
@@ -278,7 +252,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     config = load_config("ppo_trainer", sys.argv[1:] if argv is None else argv)
     result = run_ppo(config)
     history = result["history"].get("val-core/acc", [])
-    if history:
+    if history and config.trainer.val_only:
+        step, acc = history[-1]
+        print(f"held-out greedy accuracy: {acc:.1%} at step {step} (trainer.val_only: no training)")
+    elif history:
         (s0, a0), (s1, a1) = history[0], history[-1]
         print(
             f"held-out greedy accuracy: {a0:.1%} at step {s0} -> {a1:.1%} at step {s1} "

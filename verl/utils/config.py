@@ -30,6 +30,30 @@ def default_config_path(name: str) -> str:
     return os.path.join(CONFIG_DIR, f"{name}.yaml")
 
 
+# YAML trees merged into a job's defaults: keys of public verl accepted so that ported scripts run
+# (``ported_verl_keys.yaml``; what each does here, and the values that warn or fail: ``verl.utils.ported_keys``)
+MERGED_DEFAULTS: dict[str, tuple[str, ...]] = {"ppo_trainer": ("ported_verl_keys",)}
+
+
+def _merge_new_keys(base: dict, extra: Mapping, source: str, prefix: str = "") -> None:
+    """Add ``extra``'s keys to ``base`` in place; a key both define as a leaf is a packaging error."""
+    for key, value in extra.items():
+        if key not in base:
+            base[key] = value
+        elif isinstance(base[key], dict) and isinstance(value, Mapping):
+            _merge_new_keys(base[key], value, source, f"{prefix}{key}.")
+        else:
+            raise ConfigError(f"{source} redefines {prefix}{key}, which the job's own YAML already has")
+
+
+def load_defaults(name: str) -> dict:
+    """A job's default tree: ``<name>.yaml`` plus the trees `MERGED_DEFAULTS` adds to it."""
+    tree = load_yaml(default_config_path(name))
+    for extra in MERGED_DEFAULTS.get(name, ()):
+        _merge_new_keys(tree, load_yaml(default_config_path(extra)), f"{extra}.yaml")
+    return tree
+
+
 def load_yaml(path: str) -> dict:
     try:
         with open(path) as f:
@@ -129,6 +153,19 @@ NULL_DEFAULT_TYPES: dict[str, Any] = {
     "ref.enable": False,
     "critic.enable": False,
     "rollout.micro_batch_size": 0,
+    # ported verl keys (ported_verl_keys.yaml)
+    "ppo_micro_batch_size": 0,
+    "log_prob_micro_batch_size": 0,
+    "reward_model.micro_batch_size": 0,
+    "custom_cls.path": "",
+    "custom_cls.name": "",
+    "max_model_len": 0,
+    "reward_model.max_length": 0,
+    "loss_scale_factor": 0.0,
+    "trainer.default_hdfs_dir": "",
+    "trainer.rollout_data_dir": "",
+    "trainer.validation_data_dir": "",
+    "ray_init.timeline_json_file": "",
     "reward_model.model.path": "",
     "model.input_tokenizer": "",
     "custom_reward_function.path": "",
@@ -241,7 +278,7 @@ def _type_name(default: Any) -> str:
 def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
     """Build a job's validated config: defaults < ``--config`` files < ``key=value`` args < ``overrides`` dict."""
     interpolated: list[tuple[str, Any, str]] = []
-    raw_defaults = load_yaml(default_config_path(name))
+    raw_defaults = load_defaults(name)
     tree = _deepcopy(raw_defaults)
     # The schema is the resolved defaults: a key defaulting to "${data.max_response_length}" is an int key.
     defaults = OmegaConf.to_container(OmegaConf.create(raw_defaults), resolve=True)

@@ -14,6 +14,11 @@ from verl.utils.config import CONFIG_DIR, load_yaml
 
 JOBS = (
     ("ppo_trainer", "`python -m verl.trainer.main_ppo`, the tuner's trials and the Python API"),
+    (
+        "ported_verl_keys",
+        "merged into `ppo_trainer.yaml`: keys of public verl accepted so that ported scripts run (most change nothing "
+        'here; docs/config.md, "Porting a verl script")',
+    ),
     ("sft_trainer", "`python -m verl.trainer.main_sft`"),
     ("evaluation", "`python -m verl.trainer.main_eval`"),
 )

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import fields
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import torch
@@ -99,13 +100,30 @@ def _resolve_builtin_model(spec: str) -> str:
     return out_dir
 
 
-def load_tokenizer(path: str, padding_side: str = "left"):
-    """Load a tokenizer from a model directory; pad falls back to EOS (as for Llama), neither is an error."""
+def import_external_lib(name: str | None) -> None:
+    """Import the module ``name`` (verl's ``model.external_lib``): a package that registers custom architectures with
+    transformers' Auto classes when imported. Every process that loads models calls this."""
+    if not name:
+        return
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except ImportError as e:
+        raise ImportError(
+            f"actor_rollout_ref.model.external_lib={name!r} could not be imported ({e}): install it in this "
+            "environment, or put its directory on PYTHONPATH"
+        ) from e
+
+
+def load_tokenizer(path: str, padding_side: str = "left", trust_remote_code: bool = False):
+    """Load a tokenizer from a model directory; pad falls back to EOS (as for Llama), neither is an error.
+    ``trust_remote_code``: allow the directory's own tokenizer code (verl's ``model.trust_remote_code``)."""
     from transformers import AutoTokenizer
 
     local = resolve_model_path(path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(local)
+        tokenizer = AutoTokenizer.from_pretrained(local, trust_remote_code=trust_remote_code)
     except Exception as e:  # transformers raises many types here; the user needs the path and the cause
         raise ValueError(f"could not load a tokenizer from {local!r}: {type(e).__name__}: {e}") from e
     if tokenizer.pad_token_id is None:
@@ -120,18 +138,24 @@ def load_tokenizer(path: str, padding_side: str = "left"):
     return tokenizer
 
 
-def load_causal_lm(path: str, dtype: torch.dtype | str = torch.float32, override_config: dict | None = None):
+def load_causal_lm(
+    path: str,
+    dtype: torch.dtype | str = torch.float32,
+    override_config: dict | None = None,
+    trust_remote_code: bool = False,
+):
     """Load ``AutoModelForCausalLM`` from a local directory (or ``builtin://`` name). ``override_config``
     (verl's ``actor_rollout_ref.model.override_config``): attributes of the model's config replaced before the
-    weights load, e.g. ``{"attention_dropout": 0.0}``; a key the config does not have is an error naming it."""
+    weights load, e.g. ``{"attention_dropout": 0.0}``; a key the config does not have is an error naming it.
+    ``trust_remote_code``: allow the directory's own modelling code (verl's ``model.trust_remote_code``)."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     local = resolve_model_path(path)
     hf_logging.disable_progress_bar()
-    kwargs = {}
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if override_config:
-        config = AutoConfig.from_pretrained(local)
+        config = AutoConfig.from_pretrained(local, trust_remote_code=trust_remote_code)
         unknown = sorted(k for k in override_config if not hasattr(config, k))
         if unknown:
             raise ValueError(

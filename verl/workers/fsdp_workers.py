@@ -23,7 +23,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
 from verl.utils.checkpoint import save_hf_checkpoint
 from verl.utils.fsdp_utils import apply_fsdp2, full_state_dict, load_dcp, local_state_bytes, save_dcp
-from verl.utils.model import load_causal_lm, load_tokenizer, resolve_model_path
+from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
 from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
@@ -138,10 +138,15 @@ class ActorRolloutRefWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         cfg = self.config
-        self.tokenizer = load_tokenizer(cfg.model.path)
+        import_external_lib(cfg.model.get("external_lib"))
+        remote_code = bool(cfg.model.get("trust_remote_code", False))
+        self.tokenizer = load_tokenizer(cfg.model.path, trust_remote_code=remote_code)
         if self._is_actor:
             self.actor_module = load_causal_lm(
-                cfg.model.path, dtype=cfg.model.dtype, override_config=_override_config(cfg.model)
+                cfg.model.path,
+                dtype=cfg.model.dtype,
+                override_config=_override_config(cfg.model),
+                trust_remote_code=remote_code,
             )
             if cfg.model.enable_gradient_checkpointing:
                 self.actor_module.gradient_checkpointing_enable()
@@ -149,7 +154,10 @@ class ActorRolloutRefWorker(Worker):
                 apply_fsdp2(self.actor_module, _fsdp_config(cfg.actor), self.device)
                 # the rollout's own full-weight module: filled from the shards before each generation, then freed
                 self.rollout_module = load_causal_lm(
-                    cfg.model.path, dtype=cfg.model.dtype, override_config=_override_config(cfg.model)
+                    cfg.model.path,
+                    dtype=cfg.model.dtype,
+                    override_config=_override_config(cfg.model),
+                    trust_remote_code=remote_code,
                 ).to(self.device)
                 _set_params(self.rollout_module, None)
             else:
@@ -175,7 +183,10 @@ class ActorRolloutRefWorker(Worker):
             )
         if self._is_ref:
             self.ref_module = load_causal_lm(
-                cfg.model.path, dtype=cfg.model.dtype, override_config=_override_config(cfg.model)
+                cfg.model.path,
+                dtype=cfg.model.dtype,
+                override_config=_override_config(cfg.model),
+                trust_remote_code=remote_code,
             )
             self.ref_module.requires_grad_(False)
             if self.distributed:
@@ -285,6 +296,8 @@ class CriticWorker(Worker):
         from transformers.utils import logging as hf_logging
 
         cfg = self.config
+        import_external_lib(cfg.model.get("external_lib"))
+        remote_code = bool(cfg.model.get("trust_remote_code", False))
         path = resolve_model_path(cfg.model.path)
         hf_logging.disable_progress_bar()
         with torch.random.fork_rng(devices=[]):
@@ -292,9 +305,11 @@ class CriticWorker(Worker):
             verbosity = hf_logging.get_verbosity()
             hf_logging.set_verbosity_error()  # "score.weight newly initialized" is expected for a value head
             # no dropout on the value head (as verl): values must be a deterministic function of the tokens
-            model_config = AutoConfig.from_pretrained(path, num_labels=1)
+            model_config = AutoConfig.from_pretrained(path, num_labels=1, trust_remote_code=remote_code)
             model_config.classifier_dropout = 0.0
-            self.critic_module = AutoModelForTokenClassification.from_pretrained(path, config=model_config)
+            self.critic_module = AutoModelForTokenClassification.from_pretrained(
+                path, config=model_config, trust_remote_code=remote_code
+            )
             hf_logging.set_verbosity(verbosity)
         if cfg.model.dtype == "bf16":
             self.critic_module.to(torch.bfloat16)
@@ -373,12 +388,16 @@ class RewardModelWorker(Worker):
     def init_model(self) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        import_external_lib(self.config.model.get("external_lib"))
+        remote_code = bool(self.config.model.get("trust_remote_code", False))
         path = resolve_model_path(self.config.model.path)
-        self.rm_tokenizer = AutoTokenizer.from_pretrained(self.config.model.input_tokenizer or path)
+        self.rm_tokenizer = AutoTokenizer.from_pretrained(
+            self.config.model.input_tokenizer or path, trust_remote_code=remote_code
+        )
         if self.rm_tokenizer.pad_token is None:
             self.rm_tokenizer.pad_token = self.rm_tokenizer.eos_token
         self.rm_tokenizer.padding_side = "right"
-        self.rm_module = AutoModelForSequenceClassification.from_pretrained(path)
+        self.rm_module = AutoModelForSequenceClassification.from_pretrained(path, trust_remote_code=remote_code)
         self.rm_module.eval().to(self.device)
         if self.rm_module.config.pad_token_id is None:
             self.rm_module.config.pad_token_id = self.rm_tokenizer.pad_token_id

@@ -189,6 +189,14 @@ class RayPPOTrainer:
     def fit(self) -> dict[str, Any]:
         """Train until ``total_training_steps``; returns the last validation metrics and the metric history."""
         self.init()
+        if self.config.trainer.get("val_only", False):  # verl's trainer.val_only: evaluate the policy as it is, stop
+            if self.val_reward_fn is None:
+                raise ValueError("trainer.val_only=true needs validation data (data.val_files)")
+            try:
+                self._log(self._run_validation(), step=self.global_steps)
+            finally:
+                self.close()
+            return {"val": self.last_val, "history": dict(self.history), "global_steps": self.global_steps}
         if self.config.trainer.val_before_train and self.val_reward_fn is not None and self.global_steps == 0:
             self._log(self._run_validation(), step=0)
         if self.global_steps >= self.total_training_steps:

@@ -388,7 +388,9 @@ class HFRollout:
         ids = prompt_ids.to(device)
         mask = prompt_mask.to(device)
         pos = prompt_pos.to(device)
-        eos_ids = torch.tensor(self.eos_token_ids, device=device, dtype=ids.dtype)
+        # rollout.ignore_eos: no token ends a response early (an empty set matches nothing)
+        stop = [] if _cfg_get(self.config, "ignore_eos", False) else self.eos_token_ids
+        eos_ids = torch.tensor(stop, device=device, dtype=ids.dtype)
 
         responses = torch.full((n, resp_len), self.pad_token_id, dtype=ids.dtype, device=device)
         log_probs = torch.zeros((n, resp_len), dtype=torch.float32, device=device)

@@ -1,0 +1,202 @@
+"""Scripts written for public verl run here: its keys load, the deprecated ones map as in verl, and a value this
+version cannot honour warns (same algorithm) or is an error naming the key (another algorithm)."""
+
+import logging
+
+import pytest
+import torch
+
+from verl.trainer.main_ppo import check_config, warn_unimplemented_choices
+from verl.utils.config import ConfigError, load_config
+from verl.utils.ported_keys import ERROR_UNLESS, apply_deprecated_micro_batch_sizes
+
+# the keys of verl's quickstart (docs/start/quickstart) and examples/grpo_trainer/run_qwen2-7b.sh, as their users type them
+VERL_QUICKSTART = [
+    "data.train_files=builtin://arithmetic/train",
+    "data.val_files=builtin://arithmetic/test",
+    "data.train_batch_size=256",
+    "data.max_prompt_length=512",
+    "data.max_response_length=512",
+    "actor_rollout_ref.model.path=builtin://tiny-qwen2-arith-sft",
+    "actor_rollout_ref.actor.optim.lr=1e-6",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+    "critic.optim.lr=1e-5",
+    "critic.model.path=builtin://tiny-qwen2-arith-sft",
+    "critic.ppo_micro_batch_size_per_gpu=4",
+    "algorithm.kl_ctrl.kl_coef=0.001",
+    "trainer.logger=console",
+    "trainer.val_before_train=False",
+    "trainer.n_gpus_per_node=1",
+    "trainer.nnodes=1",
+    "trainer.save_freq=10",
+    "trainer.test_freq=10",
+    "trainer.total_epochs=15",
+]
+VERL_GRPO_EXTRA = [
+    "algorithm.adv_estimator=grpo",
+    "data.filter_overlong_prompts=True",
+    "data.truncation=error",
+    "actor_rollout_ref.model.use_remove_padding=True",
+    "actor_rollout_ref.actor.use_kl_loss=True",
+    "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+    "actor_rollout_ref.actor.entropy_coeff=0",
+    "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.mode=async",
+    "actor_rollout_ref.rollout.enforce_eager=False",
+    "actor_rollout_ref.rollout.free_cache_engine=False",
+    "actor_rollout_ref.rollout.n=5",
+    "actor_rollout_ref.ref.fsdp_config.param_offload=True",
+    "actor_rollout_ref.actor.checkpoint.save_contents=['model','optimizer','extra']",
+    "actor_rollout_ref.model.trust_remote_code=False",
+    "algorithm.use_kl_in_reward=False",
+    "trainer.critic_warmup=0",
+    "trainer.logger=['console','wandb']",
+    "trainer.project_name=verl_grpo_example_gsm8k",
+    "trainer.experiment_name=qwen2_7b_function_rm",
+    "trainer.default_hdfs_dir=null",
+    "critic.model.use_remove_padding=True",
+    "critic.use_dynamic_bsz=True",
+    "reward_model.model.fsdp_config.param_offload=True",
+    "data.dataloader_num_workers=0",
+    "ray_init.num_cpus=null",
+]
+
+
+def test_verl_quickstart_and_grpo_example_keys_load_and_pass_the_checks():
+    config = load_config("ppo_trainer", VERL_QUICKSTART + VERL_GRPO_EXTRA)
+    apply_deprecated_micro_batch_sizes(config)
+    check_config(config)
+    messages = warn_unimplemented_choices(config)
+    # vllm runs on the HF sampler, said once; epochs are not what sets the length here, said too; nothing else warns
+    assert [m.split("=")[0] for m in messages] == ["actor_rollout_ref.rollout.name", "trainer.total_epochs"]
+    assert "total_training_steps=null" in messages[1]
+    assert config.actor_rollout_ref.rollout.gpu_memory_utilization == 0.4
+
+
+def test_default_config_warns_about_nothing():
+    assert warn_unimplemented_choices(load_config("ppo_trainer")) == []
+
+
+def test_deprecated_global_micro_batch_sizes_split_over_the_workers_as_in_verl(caplog):
+    config = load_config(
+        "ppo_trainer",
+        [
+            "actor_rollout_ref.actor.ppo_micro_batch_size=64",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size=96",
+            "critic.ppo_micro_batch_size=8",
+            "trainer.backend=ray",
+            "trainer.n_gpus_per_node=2",
+        ],
+    )
+    with caplog.at_level(logging.WARNING):
+        messages = apply_deprecated_micro_batch_sizes(config)
+    assert config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 32  # 64 // 2 workers
+    assert config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 48
+    assert config.critic.ppo_micro_batch_size_per_gpu == 4
+    assert config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 128  # not given: the default stays
+    assert len(messages) == 3 and "set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu instead" in messages[0]
+    assert "deprecated" in caplog.text
+
+    too_small = load_config(
+        "ppo_trainer", ["actor_rollout_ref.actor.ppo_micro_batch_size=1", "trainer.n_gpus_per_node=2"]
+    )
+    with pytest.raises(ConfigError, match="ppo_micro_batch_size=1 .* 2 workers"):
+        apply_deprecated_micro_batch_sizes(too_small)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "ulysses_sequence_parallel_size"),
+        ("actor_rollout_ref.model.use_liger=True", "use_liger"),
+        ("actor_rollout_ref.actor.fsdp_config.fsdp_size=4", "fsdp_size"),
+        ("trainer.default_hdfs_dir=hdfs://x/y", "default_hdfs_dir"),
+        ("trainer.rollout_data_dir=/tmp/rollouts", "rollout_data_dir"),
+    ],
+)
+def test_values_with_the_same_algorithm_warn_and_name_what_runs(override, key):
+    config = load_config("ppo_trainer", [override])
+    check_config(config)  # not an error: the run is the same algorithm
+    messages = warn_unimplemented_choices(config)
+    assert len(messages) == 1 and key in messages[0]
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "actor_rollout_ref.model.lora_rank=8",
+        "actor_rollout_ref.rollout.multi_turn.enable=True",
+        "algorithm.use_pf_ppo=True",
+        "data.custom_cls.path=my_dataset.py",
+    ],
+)
+def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
+    key = override.split("=")[0]
+    assert key in [k for k, _, _ in ERROR_UNLESS]
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        check_config(load_config("ppo_trainer", [override]))
+
+
+def test_ignore_eos_samples_to_the_response_length():
+    from verl.protocol import DataProto
+    from verl.utils.dataset.parquet import prompt_to_messages, read_parquet_rows, render_prompt
+    from verl.utils.model import load_causal_lm, load_tokenizer
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    path = "builtin://tiny-qwen2-arith-sft"
+    tokenizer, model = load_tokenizer(path), load_causal_lm(path)
+    rows = read_parquet_rows("builtin://arithmetic/test")[:4]
+    texts = [render_prompt(tokenizer, prompt_to_messages(r.data["prompt"], r)) for r in rows]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    pos = (enc["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    prompts = DataProto.from_dict(
+        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "position_ids": pos}
+    )
+    lengths = {}
+    for ignore in (False, True):
+        config = {"response_length": 24, "do_sample": False, "ignore_eos": ignore}
+        rollout = HFRollout(model, config, tokenizer.pad_token_id, tokenizer.eos_token_id, seed=0)
+        out = rollout.generate_sequences(prompts)
+        lengths[ignore] = out.batch["response_mask"].sum(-1)
+    assert (lengths[False] < 24).all()  # the warm start answers and stops
+    assert torch.equal(lengths[True], torch.full_like(lengths[True], 24))  # ignore_eos: sampled to the end
+
+
+def test_external_lib_is_imported_and_a_missing_one_is_named(tmp_path, monkeypatch):
+    from verl.utils.model import import_external_lib
+
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "my_model_registry.py").write_text(f"open({str(marker)!r}, 'w').write('yes')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import_external_lib("my_model_registry")
+    assert marker.read_text() == "yes"
+    with pytest.raises(ImportError, match="external_lib='no_such_registry_pkg'"):
+        import_external_lib("no_such_registry_pkg")
+
+
+def test_val_only_validates_once_and_trains_nothing(tmp_path):
+    import json
+
+    from verl.trainer.main_ppo import main
+
+    result = main(
+        [
+            "data.val_files=builtin://arithmetic/test?test_size=16",
+            "trainer.val_only=true",
+            "trainer.logger=[file]",
+            f"trainer.default_local_dir={tmp_path}",
+        ]
+    )
+    assert result["global_steps"] == 0
+    assert [step for step, _ in result["history"]["val-core/acc"]] == [0]
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert len(rows) == 1 and "val-core/acc" in rows[0]
+    assert not any(p.name.startswith("global_step_") for p in tmp_path.iterdir())  # no training, no checkpoint
