@@ -119,7 +119,7 @@ def test_deprecated_global_micro_batch_sizes_split_over_the_workers_as_in_verl(c
         ("actor_rollout_ref.model.use_liger=True", "use_liger"),
         ("actor_rollout_ref.actor.fsdp_config.fsdp_size=4", "fsdp_size"),
         ("trainer.default_hdfs_dir=hdfs://x/y", "default_hdfs_dir"),
-        ("trainer.rollout_data_dir=/tmp/rollouts", "rollout_data_dir"),
+        ("actor_rollout_ref.model.use_fused_kernels=True", "use_fused_kernels"),
     ],
 )
 def test_values_with_the_same_algorithm_warn_and_name_what_runs(override, key):
@@ -180,6 +180,36 @@ def test_external_lib_is_imported_and_a_missing_one_is_named(tmp_path, monkeypat
     assert marker.read_text() == "yes"
     with pytest.raises(ImportError, match="external_lib='no_such_registry_pkg'"):
         import_external_lib("no_such_registry_pkg")
+
+
+def test_rollout_and_validation_data_dirs_hold_every_sample_of_each_step(tmp_path):
+    import json
+
+    from verl.trainer.main_ppo import main
+
+    main(
+        [
+            "data.train_files=builtin://arithmetic/train?train_size=16",
+            "data.val_files=builtin://arithmetic/test?test_size=6",
+            "data.train_batch_size=4",
+            "data.val_batch_size=4",  # two validation batches: both land in one file
+            "actor_rollout_ref.rollout.n=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "trainer.total_training_steps=2",
+            "trainer.test_freq=2",
+            "trainer.logger=[file]",
+            f"trainer.default_local_dir={tmp_path / 'run'}",
+            f"trainer.rollout_data_dir={tmp_path / 'rollouts'}",
+            f"trainer.validation_data_dir={tmp_path / 'val'}",
+        ]
+    )
+    for step in (1, 2):
+        rows = [json.loads(line) for line in open(tmp_path / "rollouts" / f"{step}.jsonl")]
+        assert len(rows) == 4 * 2 and {r["step"] for r in rows} == {step}
+        assert all(isinstance(r["input"], str) and isinstance(r["output"], str) for r in rows)
+        assert all(r["score"] in (0.0, 1.0) for r in rows)  # the arithmetic rule's scores
+    assert sorted(p.name for p in (tmp_path / "val").iterdir()) == ["0.jsonl", "2.jsonl"]
+    assert len(open(tmp_path / "val" / "2.jsonl").readlines()) == 6
 
 
 def test_val_only_validates_once_and_trains_nothing(tmp_path):

@@ -92,17 +92,6 @@ WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         "use actor_rollout_ref.actor.fsdp_config.param_offload / optimizer_offload for CPU offload",
     ),
     ("trainer.default_hdfs_dir", (None,), "no HDFS copy is made: checkpoints stay in trainer.default_local_dir"),
-    (
-        "trainer.rollout_data_dir",
-        (None,),
-        "training samples are not dumped; the metrics are in the run directory's metrics file",
-    ),
-    (
-        "trainer.validation_data_dir",
-        (None,),
-        "validation samples are not dumped there; trainer.log_val_generations=N appends N per validation to "
-        "val_generations.jsonl in the run directory",
-    ),
     ("trainer.profile_steps", (None,), "profiling is not wired into the trainer (benchmarks/ has profiling scripts)"),
     ("ray_init.timeline_json_file", (None,), "no Ray timeline is written"),
 )

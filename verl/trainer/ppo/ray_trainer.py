@@ -229,6 +229,7 @@ class RayPPOTrainer:
         metrics, timing_raw = {}, {}
         with marked_timer("step", timing_raw):
             batch = self._rollout_batch(metrics, timing_raw, prompts)  # generate + reward (+ DAPO refill)
+            self._dump_generations(batch, self.config.trainer.get("rollout_data_dir"))
             batch = self._train_on_batch(batch, metrics, timing_raw)  # log-probs, values, advantages, updates
             self._maybe_validate(metrics, timing_raw)
             self._maybe_save_checkpoint(timing_raw)
@@ -503,6 +504,7 @@ class RayPPOTrainer:
             scores.extend(reward_tensor.sum(-1).tolist())
             sources.extend(batch.non_tensor_batch["data_source"].tolist())
             samples.extend(self._generation_samples(batch, reward_tensor, limit=num_logged - len(samples)))
+            self._dump_generations(batch, cfg.trainer.get("validation_data_dir"), append=start > 0)
             for key, values in extra.items():
                 if key not in ("score", "reward_errors") and len(values) == len(batch):
                     extras[key].extend(values)
@@ -549,6 +551,20 @@ class RayPPOTrainer:
             }
             for i in rows
         ]
+
+    def _dump_generations(self, batch: DataProto, folder: str | None, append: bool = False) -> None:
+        """verl's ``trainer.rollout_data_dir`` / ``validation_data_dir``: every sample of the step as a JSON line
+        (input, output, score, step, and the reward function's extra fields) in ``<folder>/<step>.jsonl``."""
+        if not folder:
+            return
+        folder = os.path.expanduser(folder)
+        os.makedirs(folder, exist_ok=True)
+        samples = self._generation_samples(batch, batch.batch["token_level_scores"], limit=len(batch))
+        extra_keys = [k for k in batch.meta_info.get("reward_extra_keys", []) if k in batch.non_tensor_batch]
+        with open(os.path.join(folder, f"{self.global_steps}.jsonl"), "a" if append else "w") as f:
+            for i, sample in enumerate(samples):
+                extra = {k: _json_value(batch.non_tensor_batch[k][i]) for k in extra_keys}
+                f.write(json.dumps({**sample, "step": self.global_steps, **extra}) + "\n")
 
     def _write_val_generations(self, samples: list[dict]) -> None:
         """``trainer.log_val_generations``: the first N validation samples of each validation, appended as JSON lines
@@ -684,6 +700,15 @@ def uses_reference_policy(config) -> bool:
 def uses_critic(config) -> bool:
     enable = config.critic.enable
     return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
+
+
+def _json_value(value: Any) -> Any:
+    """A reward field's value as JSON can hold it: numpy scalars as Python numbers, anything else unknown as text."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value if not (isinstance(value, float) and value != value) else None
+    return str(value)
 
 
 def _finite_numbers(values) -> list[float]:
