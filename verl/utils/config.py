@@ -158,6 +158,7 @@ NULL_DEFAULT_TYPES: dict[str, Any] = {
     "log_prob_micro_batch_size": 0,
     "reward_model.micro_batch_size": 0,
     "custom_cls.path": "",
+    "external_lib": "",
     "custom_cls.name": "",
     "max_model_len": 0,
     "reward_model.max_length": 0,
@@ -177,6 +178,7 @@ NULL_DEFAULT_TYPES: dict[str, Any] = {
     "ray_init.num_threads_per_worker": 0,
     "trainer.total_training_steps": 0,
     "output.path": "",
+    "data.path": "",
 }
 
 

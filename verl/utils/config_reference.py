@@ -21,6 +21,7 @@ JOBS = (
     ),
     ("sft_trainer", "`python -m verl.trainer.main_sft`"),
     ("evaluation", "`python -m verl.trainer.main_eval`"),
+    ("generation", "`python -m verl.trainer.main_generation`"),
 )
 
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w]*):(?P<rest>.*)$")
