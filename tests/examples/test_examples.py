@@ -80,6 +80,11 @@ def test_ray_cpu_example_script(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "ray backend: 2 worker processes" in out.stdout and "at step 2" in out.stdout
     assert (tmp_path / "global_step_2" / "actor" / "dcp" / ".metadata").exists()
+    # the two workers' shards merge into the model the run saved as its HF copy (python -m verl.model_merger)
+    from verl.model_merger import compare_with_hf
+
+    actor = tmp_path / "global_step_2" / "actor"
+    assert compare_with_hf(str(actor), str(actor / "huggingface"))["ok"]
 
 
 def test_verl_style_script_runs_as_written(tmp_path):
