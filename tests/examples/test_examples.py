@@ -112,3 +112,29 @@ def test_verl_style_script_runs_as_written(tmp_path):
     # verl's deprecated global micro-batch size was mapped, and said so
     assert "ppo_micro_batch_size=128 is verl's deprecated global micro-batch size" in out.stderr
     assert (tmp_path / "registry_imported").read_text() == "yes"
+
+
+def test_verl_style_sft_script_runs_through_torchrun(tmp_path):
+    out = subprocess.run(
+        [
+            "bash",
+            os.path.join(ROOT, "examples", "sft", "run_verl_style_sft.sh"),
+            "data.train_files=builtin://arithmetic/train?train_size=256",
+            "trainer.total_training_steps=3",
+            "trainer.val_max_samples=16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        # torchrun from this interpreter's environment
+        env={
+            **os.environ,
+            "PYTHONPATH": ROOT,
+            "SAVE_PATH": str(tmp_path),
+            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+        },
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "held-out greedy accuracy:" in out.stdout and "after 3 steps" in out.stdout
+    assert (tmp_path / "global_step_3" / "model.safetensors").exists()

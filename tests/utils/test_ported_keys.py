@@ -230,3 +230,51 @@ def test_val_only_validates_once_and_trains_nothing(tmp_path):
     rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     assert len(rows) == 1 and "val-core/acc" in rows[0]
     assert not any(p.name.startswith("global_step_") for p in tmp_path.iterdir())  # no training, no checkpoint
+
+
+# ------------------------------------------------------------------------------------------------------------- SFT
+VERL_SFT = [
+    "data.train_files=builtin://arithmetic/train",
+    "data.val_files=builtin://arithmetic/test",
+    "data.prompt_key=extra_info",
+    "data.response_key=extra_info",
+    "optim.lr=1e-4",
+    "data.prompt_dict_keys=['question']",
+    "+data.response_dict_keys=['answer']",
+    "data.micro_batch_size_per_gpu=4",
+    "model.partial_pretrain=builtin://tiny-qwen2",
+    "trainer.project_name=gsm8k-sft",
+    "trainer.experiment_name=gsm8k-sft-qwen-2.5-0.5b-instruct",
+    "trainer.logger=console",
+    "trainer.total_epochs=1",
+    "use_remove_padding=true",
+]
+
+
+def test_verl_sft_keys_load_and_name_the_nested_columns():
+    from verl.utils.ported_keys import check_sft_ported_keys, sft_column_paths
+
+    config = load_config("sft_trainer", VERL_SFT)
+    assert check_sft_ported_keys(config) == []
+    assert sft_column_paths(config) == ("extra_info.question", "extra_info.answer")
+    assert sft_column_paths(load_config("sft_trainer")) == ("prompt", "extra_info.answer")  # this version's default
+    warned = check_sft_ported_keys(load_config("sft_trainer", [*VERL_SFT, "ulysses_sequence_parallel_size=2"]))
+    assert len(warned) == 1 and "ulysses_sequence_parallel_size=2" in warned[0]
+
+
+@pytest.mark.parametrize(
+    "override, env, match",
+    [
+        ("model.lora_rank=32", {}, r"model\.lora_rank=32: LoRA is not implemented"),
+        ("data.multiturn.enable=true", {}, r"data\.multiturn\.enable=True"),
+        ("trainer.n_gpus_per_node=8", {}, r"trainer\.n_gpus_per_node=8: SFT runs in one process"),
+        ("trainer.seed=1", {"WORLD_SIZE": "2"}, r"WORLD_SIZE=2: SFT runs in one process"),
+    ],
+)
+def test_sft_values_this_version_cannot_run_are_errors(override, env, match, monkeypatch):
+    from verl.utils.ported_keys import check_sft_ported_keys
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ConfigError, match=match):
+        check_sft_ported_keys(load_config("sft_trainer", [*VERL_SFT, override]))

@@ -26,8 +26,9 @@ from verl.utils.config import ConfigError, load_config
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
 from verl.utils.evaluation import evaluate_greedy_accuracy
-from verl.utils.model import load_causal_lm, load_tokenizer
+from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer
 from verl.utils.optim import build_adamw
+from verl.utils.ported_keys import check_sft_ported_keys, sft_column_paths
 from verl.utils.torch_functional import set_seed
 from verl.utils.tracking import Tracking
 
@@ -77,6 +78,7 @@ def validation_loss(model, loader) -> float:
 
 def run_sft(config: DictConfig) -> dict[str, Any]:
     """Train per ``config``; returns the final validation metrics and the checkpoint path."""
+    check_sft_ported_keys(config)
     set_seed(config.trainer.seed)
     out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
     os.makedirs(out_dir, exist_ok=True)
@@ -96,13 +98,17 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
             f"data.train_batch_size={d.train_batch_size} must be a multiple of "
             f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu}"
         )
-    tokenizer = load_tokenizer(config.model.partial_pretrain, padding_side="right")
-    model = load_causal_lm(config.model.partial_pretrain, dtype=config.model.dtype)
-    if config.model.enable_gradient_checkpointing:
+    m = config.model
+    import_external_lib(m.get("external_lib"))
+    remote_code = bool(m.get("trust_remote_code", False))
+    tokenizer = load_tokenizer(m.partial_pretrain, padding_side="right", trust_remote_code=remote_code)
+    model = load_causal_lm(m.partial_pretrain, dtype=m.dtype, trust_remote_code=remote_code)
+    if m.enable_gradient_checkpointing:
         model.gradient_checkpointing_enable()
 
-    train_ds = SFTDataset(d.train_files, tokenizer, d.prompt_key, d.response_key, d.max_length, d.truncation)
-    val_ds = SFTDataset(d.val_files, tokenizer, d.prompt_key, d.response_key, d.max_length, d.truncation)
+    prompt_path, response_path = sft_column_paths(config)
+    train_ds = SFTDataset(d.train_files, tokenizer, prompt_path, response_path, d.max_length, d.truncation)
+    val_ds = SFTDataset(d.val_files, tokenizer, prompt_path, response_path, d.max_length, d.truncation)
     val_rows = read_parquet_rows(d.val_files)
     if config.trainer.val_max_samples > 0:
         val_rows = val_rows[: config.trainer.val_max_samples]

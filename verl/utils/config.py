@@ -32,7 +32,10 @@ def default_config_path(name: str) -> str:
 
 # YAML trees merged into a job's defaults: keys of public verl accepted so that ported scripts run
 # (``ported_verl_keys.yaml``; what each does here, and the values that warn or fail: ``verl.utils.ported_keys``)
-MERGED_DEFAULTS: dict[str, tuple[str, ...]] = {"ppo_trainer": ("ported_verl_keys",)}
+MERGED_DEFAULTS: dict[str, tuple[str, ...]] = {
+    "ppo_trainer": ("ported_verl_keys",),
+    "sft_trainer": ("ported_verl_sft_keys",),
+}
 
 
 def _merge_new_keys(base: dict, extra: Mapping, source: str, prefix: str = "") -> None:
@@ -160,6 +163,10 @@ NULL_DEFAULT_TYPES: dict[str, Any] = {
     "custom_cls.path": "",
     "external_lib": "",
     "custom_cls.name": "",
+    "prompt_dict_keys": [""],
+    "response_dict_keys": [""],
+    "data.chat_template": "",
+    "max_ckpt_to_keep": 0,
     "max_model_len": 0,
     "reward_model.max_length": 0,
     "loss_scale_factor": 0.0,

@@ -20,6 +20,11 @@ JOBS = (
         'here; docs/config.md, "Porting a verl script")',
     ),
     ("sft_trainer", "`python -m verl.trainer.main_sft`"),
+    (
+        "ported_verl_sft_keys",
+        "merged into `sft_trainer.yaml`: keys of public verl's SFT trainer accepted so that ported scripts run "
+        '(docs/sft.md, "Porting a verl SFT script")',
+    ),
     ("evaluation", "`python -m verl.trainer.main_eval`"),
     ("generation", "`python -m verl.trainer.main_generation`"),
 )

@@ -21,7 +21,17 @@ from verl.utils.config import ConfigError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ERROR_UNLESS", "WARN_UNLESS", "apply_deprecated_micro_batch_sizes", "check_ported_keys", "warn_ported_keys"]
+__all__ = [
+    "ERROR_UNLESS",
+    "SFT_ERROR_UNLESS",
+    "SFT_WARN_UNLESS",
+    "WARN_UNLESS",
+    "apply_deprecated_micro_batch_sizes",
+    "check_ported_keys",
+    "check_sft_ported_keys",
+    "sft_column_paths",
+    "warn_ported_keys",
+]
 
 # (deprecated verl key counting responses over all workers, the per-worker key it sets, the role's worker-count keys)
 DEPRECATED_MICRO_BATCH = (
@@ -188,3 +198,63 @@ def _default(key: str) -> Any:
     from verl.utils.config import load_defaults
 
     return OmegaConf.select(OmegaConf.create(load_defaults("ppo_trainer")), key)
+
+
+# ----------------------------------------------------------------------------------------------------- SFT (main_sft)
+SFT_WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
+    ("ulysses_sequence_parallel_size", (1,), _NO_SEQUENCE_PARALLEL),
+    ("model.use_liger", (False,), "Liger kernels are GPU-only here: the model's own ops run"),
+    ("trainer.device", ("cpu",), "SFT trains on the CPU in this version"),
+    ("data.chat_template", (None,), "the tokenizer's own chat template renders the prompts"),
+    ("trainer.max_ckpt_to_keep", (None,), "every saved SFT checkpoint is kept"),
+)
+SFT_ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
+    (
+        "model.lora_rank",
+        (0,),
+        "LoRA is not implemented in this version; remove the key to fine-tune every weight",
+    ),
+    (
+        "data.multiturn.enable",
+        (False,),
+        "multi-turn SFT is not implemented in this version; give one prompt and one response per row",
+    ),
+    ("data.custom_cls.path", (None,), ERROR_UNLESS[-1][2]),
+    ("trainer.nnodes", (1,), "SFT runs in one process in this version: use trainer.nnodes=1"),
+    (
+        "trainer.n_gpus_per_node",
+        (1,),
+        "SFT runs in one process in this version: use trainer.n_gpus_per_node=1 (torchrun --nproc_per_node=1)",
+    ),
+)
+
+
+def check_sft_ported_keys(config: DictConfig) -> list[str]:
+    """The SFT job's `SFT_ERROR_UNLESS` errors (and several processes started by torchrun, each of which would run the
+    whole job); returns the `SFT_WARN_UNLESS` warnings it logged."""
+    import os
+
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world > 1:
+        raise ConfigError(
+            f"WORLD_SIZE={world}: SFT runs in one process in this version, and each of {world} processes would run the "
+            "whole job into the same directory; start it with torchrun --nproc_per_node=1 or plain python"
+        )
+    for key, value, why in _unsupported(config, SFT_ERROR_UNLESS):
+        raise ConfigError(f"{key}={value}: {why}")
+    messages = [f"{key}={value}: {what}" for key, value, what in _unsupported(config, SFT_WARN_UNLESS)]
+    for message in messages:
+        logger.warning(message)
+    return messages
+
+
+def sft_column_paths(config: DictConfig) -> tuple[str, str]:
+    """The dotted paths of the prompt and the response in a row: ``data.prompt_key`` followed by verl's
+    ``data.prompt_dict_keys`` (``extra_info`` + ``[question]`` -> ``extra_info.question``), likewise the response."""
+    d = config.data
+    paths = []
+    for key, nested in ((d.prompt_key, d.get("prompt_dict_keys")), (d.response_key, d.get("response_dict_keys"))):
+        if isinstance(nested, str):
+            nested = [nested]
+        paths.append(".".join([key, *(str(k) for k in nested or [])]))
+    return paths[0], paths[1]
