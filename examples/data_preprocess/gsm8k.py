@@ -10,26 +10,14 @@ grade-school-math), or the Hugging Face layout ``main/train-00000-of-00001.parqu
 ``--local_dir``. The conversion itself lives in :mod:`verl.data.tasks.gsm8k`.
 """
 
-import argparse
-import os
 import sys
 
+from verl.data.tasks import run_converter
 from verl.data.tasks.gsm8k import convert_gsm8k_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input_dir", required=True, help="folder with GSM8K's train/test files")
-    parser.add_argument("--local_dir", default="~/data/gsm8k", help="output folder (%(default)s)")
-    args = parser.parse_args(argv)
-    try:
-        written = convert_gsm8k_dir(os.path.expanduser(args.input_dir), os.path.expanduser(args.local_dir))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for split, (path, count) in written.items():
-        print(f"{split}: {path} ({count} rows)")
-    return 0
+    return run_converter(convert_gsm8k_dir, argv, __doc__, "~/data/gsm8k", "folder with GSM8K's train/test files")
 
 
 if __name__ == "__main__":

@@ -321,3 +321,24 @@ def resolve_data_files(spec: Any) -> Any:
         tmp.write_text(json.dumps(identity, sort_keys=True, indent=1) + "\n")
         os.replace(tmp, out_dir / "params.json")
     return str(target)
+
+
+def run_converter(convert, argv: list[str] | None, description: str, default_local_dir: str, input_help: str) -> int:
+    """The command line of a dataset converter script (``examples/data_preprocess/*.py``): ``--input_dir`` and
+    ``--local_dir``, then ``convert(input_dir, local_dir) -> {split: (path, rows)}``; a bad input prints one
+    ``error:`` line and returns 1."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input_dir", required=True, help=input_help)
+    parser.add_argument("--local_dir", default=default_local_dir, help="output folder (%(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        written = convert(os.path.expanduser(args.input_dir), os.path.expanduser(args.local_dir))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for split, (path, count) in written.items():
+        print(f"{split}: {path} ({count} rows)")
+    return 0

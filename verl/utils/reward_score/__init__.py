@@ -5,6 +5,8 @@ Built-in data sources:
 * ``"openai/gsm8k"``, ``"gsm8k"`` -> :func:`verl.utils.reward_score.gsm8k.compute_score`
 * ``"arithmetic"`` -> :func:`verl.utils.reward_score.arithmetic.compute_score`
 * ``"countdown"`` -> :func:`verl.utils.reward_score.countdown.compute_score`
+* ``"lighteval/MATH"``, ``"DigitalLearningGmbH/MATH-lighteval"``, ``"HuggingFaceH4/MATH-500"``, ``"math"`` ->
+  :func:`verl.utils.reward_score.math.compute_score` (the last ``\\boxed{}`` answer, MATH's normalisation)
 
 Scorer contract
 ---------------
@@ -38,6 +40,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from verl.utils.reward_score import arithmetic, countdown, gsm8k
+from verl.utils.reward_score import math as boxed_math
 
 __all__ = [
     "Scorer",
@@ -177,3 +180,6 @@ _default_compute_score = default_compute_score
 register_scorer(("openai/gsm8k", "gsm8k"), gsm8k.compute_score)
 register_scorer("arithmetic", arithmetic.compute_score)
 register_scorer("countdown", countdown.compute_score)
+register_scorer(
+    ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "math"), boxed_math.compute_score
+)
