@@ -53,9 +53,7 @@ def test_normalisation_and_equivalence():
     assert is_equiv("0.5", r"\frac{1}{2}") and not is_equiv(None, "1") and not is_equiv("1", "2")
 
 
-@pytest.mark.parametrize(
-    "source", ["lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "math"]
-)
+@pytest.mark.parametrize("source", ["lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500"])
 def test_registered_for_verls_math_data_sources(source):
     assert default_compute_score(source, r"thus \boxed{\frac{2}{3}}", r"\frac{2}{3}") == 1.0
     assert default_compute_score(source, r"thus \boxed{\frac{2}{5}}", r"\frac{2}{3}") == 0.0

@@ -5,8 +5,10 @@ Built-in data sources:
 * ``"openai/gsm8k"``, ``"gsm8k"`` -> :func:`verl.utils.reward_score.gsm8k.compute_score`
 * ``"arithmetic"`` -> :func:`verl.utils.reward_score.arithmetic.compute_score`
 * ``"countdown"`` -> :func:`verl.utils.reward_score.countdown.compute_score`
-* ``"lighteval/MATH"``, ``"DigitalLearningGmbH/MATH-lighteval"``, ``"HuggingFaceH4/MATH-500"``, ``"math"`` ->
+* ``"lighteval/MATH"``, ``"DigitalLearningGmbH/MATH-lighteval"``, ``"HuggingFaceH4/MATH-500"`` ->
   :func:`verl.utils.reward_score.math.compute_score` (the last ``\\boxed{}`` answer, MATH's normalisation)
+* ``"math_dapo"``, ``"math"``, ``"math_dapo_reasoning"`` and every name starting with ``"aime"`` ->
+  :func:`verl.utils.reward_score.math_dapo.compute_score` (DAPO's ``Answer:`` scorer, 1 or -1), as in public verl
 
 Scorer contract
 ---------------
@@ -39,7 +41,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from verl.utils.reward_score import arithmetic, countdown, gsm8k
+from verl.utils.reward_score import arithmetic, countdown, gsm8k, math_dapo
 from verl.utils.reward_score import math as boxed_math
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "default_compute_score",
     "get_scorer",
     "register_scorer",
+    "register_scorer_prefix",
     "registered_data_sources",
     "unregister_scorer",
 ]
@@ -55,6 +58,8 @@ Scorer = Callable[..., "float | dict[str, Any]"]
 
 # data_source -> (scorer, names of keyword arguments it accepts, or None for "any")
 _REGISTRY: dict[str, tuple[Scorer, frozenset[str] | None]] = {}
+# data_source prefixes (verl scores every "aime..." source alike), tried after the exact names, in order
+_PREFIXES: list[tuple[str, Scorer, frozenset[str] | None]] = []
 
 
 def _accepted_kwargs(fn: Scorer) -> frozenset[str] | None:
@@ -113,9 +118,27 @@ def unregister_scorer(data_source: str) -> Scorer:
     return _REGISTRY.pop(data_source)[0]
 
 
+def register_scorer_prefix(prefix: str, fn: Scorer) -> Scorer:
+    """Score every ``data_source`` starting with ``prefix`` (and with no exact registration) with ``fn``."""
+    _PREFIXES.append((prefix, fn, _accepted_kwargs(fn)))
+    return fn
+
+
 def registered_data_sources() -> list[str]:
-    """Sorted names of all data sources that have a scorer."""
-    return sorted(_REGISTRY)
+    """Sorted names of all data sources that have a scorer (prefixes shown as ``prefix*``)."""
+    return sorted([*_REGISTRY, *(f"{prefix}*" for prefix, _, _ in _PREFIXES)])
+
+
+def _lookup(data_source: Any) -> tuple[Scorer, frozenset[str] | None]:
+    try:
+        return _REGISTRY[data_source]
+    except (KeyError, TypeError):
+        pass
+    if isinstance(data_source, str):
+        for prefix, fn, accepted in _PREFIXES:
+            if data_source.startswith(prefix):
+                return fn, accepted
+    raise _unknown(data_source)
 
 
 def _unknown(data_source: Any) -> NotImplementedError:
@@ -135,10 +158,7 @@ def get_scorer(data_source: str) -> Scorer:
         NotImplementedError: if none is registered; the message lists the known
             sources and how to add one.
     """
-    try:
-        return _REGISTRY[data_source][0]
-    except (KeyError, TypeError):
-        raise _unknown(data_source) from None
+    return _lookup(data_source)[0]
 
 
 def default_compute_score(
@@ -164,10 +184,7 @@ def default_compute_score(
     Raises:
         NotImplementedError: for an unknown ``data_source``.
     """
-    try:
-        fn, accepted = _REGISTRY[data_source]
-    except (KeyError, TypeError):
-        raise _unknown(data_source) from None
+    fn, accepted = _lookup(data_source)
     call_kwargs = {"extra_info": extra_info, **kwargs}
     if accepted is not None:
         call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
@@ -181,5 +198,7 @@ register_scorer(("openai/gsm8k", "gsm8k"), gsm8k.compute_score)
 register_scorer("arithmetic", arithmetic.compute_score)
 register_scorer("countdown", countdown.compute_score)
 register_scorer(
-    ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500", "math"), boxed_math.compute_score
+    ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500"), boxed_math.compute_score
 )
+register_scorer(("math_dapo", "math", "math_dapo_reasoning"), math_dapo.compute_score)
+register_scorer_prefix("aime", math_dapo.compute_score)

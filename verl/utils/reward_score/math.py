@@ -1,5 +1,5 @@
 """Rule-based scorer for MATH-style answers in ``\\boxed{...}`` (``data_source`` "lighteval/MATH",
-"DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500" or "math").
+"DigitalLearningGmbH/MATH-lighteval" or "HuggingFaceH4/MATH-500"; "math" is DAPO's scorer, as in verl).
 
 The answer is the content of the LAST ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed x`` without braces) in the
 response, braces matched so nested ones such as ``\\boxed{\\frac{1}{2}}`` are read whole. It is equal to the ground
