@@ -278,3 +278,22 @@ def test_sft_values_this_version_cannot_run_are_errors(override, env, match, mon
         monkeypatch.setenv(key, value)
     with pytest.raises(ConfigError, match=match):
         check_sft_ported_keys(load_config("sft_trainer", [*VERL_SFT, override]))
+
+
+def test_custom_reward_function_reward_kwargs_reach_the_function(tmp_path):
+    from verl.trainer.main_ppo import build_reward_fns
+
+    (tmp_path / "my_reward.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None, penalty=0.0, bonus=0.0):\n"
+        "    return penalty + bonus\n"
+    )
+    config = load_config(
+        "ppo_trainer",
+        [
+            f"custom_reward_function.path={tmp_path / 'my_reward.py'}",
+            "+custom_reward_function.reward_kwargs.penalty=-0.2",
+            "+reward_model.reward_kwargs.bonus=1.0",
+        ],
+    )
+    reward_fn, _ = build_reward_fns(config, tokenizer=None)
+    assert reward_fn.compute_score("arithmetic", "x", "1", None, **reward_fn.reward_kwargs) == pytest.approx(0.8)

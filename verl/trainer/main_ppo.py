@@ -114,7 +114,11 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
         compute_score = load_custom_reward_function(
             config.custom_reward_function.path, config.custom_reward_function.name
         )
-    kwargs = OmegaConf.to_container(config.reward_model.reward_kwargs, resolve=True)
+    # verl passes custom_reward_function.reward_kwargs to the function; reward_model.reward_kwargs too
+    kwargs = {
+        **OmegaConf.to_container(config.reward_model.reward_kwargs, resolve=True),
+        **OmegaConf.to_container(config.custom_reward_function.get("reward_kwargs") or {}, resolve=True),
+    }
     common = dict(
         tokenizer=tokenizer,
         compute_score=compute_score,
