@@ -297,3 +297,5 @@ def test_custom_reward_function_reward_kwargs_reach_the_function(tmp_path):
     )
     reward_fn, _ = build_reward_fns(config, tokenizer=None)
     assert reward_fn.compute_score("arithmetic", "x", "1", None, **reward_fn.reward_kwargs) == pytest.approx(0.8)
+    defaults, _ = build_reward_fns(load_config("ppo_trainer"), tokenizer=None)
+    assert defaults.reward_kwargs == {}  # none given: none passed

@@ -115,10 +115,11 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
             config.custom_reward_function.path, config.custom_reward_function.name
         )
     # verl passes custom_reward_function.reward_kwargs to the function; reward_model.reward_kwargs too
-    kwargs = {
-        **OmegaConf.to_container(config.reward_model.reward_kwargs, resolve=True),
-        **OmegaConf.to_container(config.custom_reward_function.get("reward_kwargs") or {}, resolve=True),
-    }
+    kwargs: dict[str, Any] = {}
+    for key in ("reward_model.reward_kwargs", "custom_reward_function.reward_kwargs"):
+        node = OmegaConf.select(config, key)
+        if node is not None:
+            kwargs.update(OmegaConf.to_container(node, resolve=True))
     common = dict(
         tokenizer=tokenizer,
         compute_score=compute_score,
