@@ -299,3 +299,13 @@ def test_custom_reward_function_reward_kwargs_reach_the_function(tmp_path):
     assert reward_fn.compute_score("arithmetic", "x", "1", None, **reward_fn.reward_kwargs) == pytest.approx(0.8)
     defaults, _ = build_reward_fns(load_config("ppo_trainer"), tokenizer=None)
     assert defaults.reward_kwargs == {}  # none given: none passed
+
+
+def test_verl_helper_names_scripts_import():
+    from verl.utils import hf_tokenizer
+    from verl.utils.model import compute_position_id_with_mask
+
+    tokenizer = hf_tokenizer("builtin://tiny-qwen2-arith-sft")
+    assert tokenizer.padding_side == "left" and tokenizer.pad_token_id is not None
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    assert compute_position_id_with_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]

@@ -26,7 +26,7 @@ from verl.protocol import DataProto
 from verl.utils.cli import run_cli
 from verl.utils.config import ConfigError, load_config
 from verl.utils.dataset.parquet import Row, get_nested, prompt_to_messages, read_parquet_rows, render_prompt
-from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer
+from verl.utils.model import compute_position_id_with_mask, import_external_lib, load_causal_lm, load_tokenizer
 from verl.workers.fsdp_workers import stop_token_ids
 from verl.workers.rollout.hf_rollout import HFRollout
 
@@ -80,8 +80,11 @@ def _left_padded(batch_ids: list[list[int]], pad_token_id: int) -> dict[str, tor
         if ids:
             input_ids[i, width - len(ids) :] = torch.tensor(ids)
             attention_mask[i, width - len(ids) :] = 1
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": compute_position_id_with_mask(attention_mask),
+    }
 
 
 def generate_responses(config: DictConfig) -> dict[str, Any]:

@@ -100,6 +100,12 @@ def _resolve_builtin_model(spec: str) -> str:
     return out_dir
 
 
+def compute_position_id_with_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of a left-padded batch from its attention mask (bs, seq): 0 at the first real token, counting up,
+    0 on the padding before it (public verl's helper)."""
+    return torch.clamp(mask.long().cumsum(dim=-1) - 1, min=0)
+
+
 def import_external_lib(name: str | None) -> None:
     """Import the module ``name`` (verl's ``model.external_lib``): a package that registers custom architectures with
     transformers' Auto classes when imported. Every process that loads models calls this."""

@@ -1,0 +1,27 @@
+"""``hf_tokenizer``: public verl's tokenizer loader, for scripts that import it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["hf_tokenizer"]
+
+
+def hf_tokenizer(name_or_path: str, correct_pad_token: bool = True, trust_remote_code: bool = False, **kwargs: Any):
+    """A tokenizer from a local model directory (or ``builtin://`` name), left-padded as the rollout needs, with the
+    pad token set to EOS when it has none (``correct_pad_token``, as verl). Other keyword arguments go to
+    ``AutoTokenizer.from_pretrained``."""
+    if not correct_pad_token or kwargs:
+        from transformers import AutoTokenizer
+
+        from verl.utils.model import resolve_model_path
+
+        tokenizer = AutoTokenizer.from_pretrained(
+            resolve_model_path(name_or_path), trust_remote_code=trust_remote_code, **kwargs
+        )
+        if correct_pad_token and tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return tokenizer
+    from verl.utils.model import load_tokenizer
+
+    return load_tokenizer(name_or_path, trust_remote_code=trust_remote_code)
