@@ -309,3 +309,25 @@ def test_verl_helper_names_scripts_import():
     assert tokenizer.padding_side == "left" and tokenizer.pad_token_id is not None
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
     assert compute_position_id_with_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
+
+
+def test_train_and_val_max_samples_limit_the_datasets():
+    from verl.trainer.main_ppo import build_dataset
+    from verl.utils.model import load_tokenizer
+
+    tokenizer = load_tokenizer("builtin://tiny-qwen2-arith-sft")
+    files = ["builtin://arithmetic/test"]  # 200 rows
+
+    def questions(*overrides, key="data.train_files"):
+        ds = build_dataset(load_config("ppo_trainer", list(overrides)), files, tokenizer, key=key)
+        return [item["extra_info"]["question"] for item in ds.items]
+
+    everything = questions()
+    assert len(everything) == 200
+    first = questions("data.train_max_samples=10", "data.shuffle=false")
+    assert first == everything[:10]  # not shuffled: the first rows, as verl
+    drawn = questions("data.train_max_samples=10")  # shuffled (the default): a seeded subset in file order
+    assert len(drawn) == 10 and drawn != first and drawn == questions("data.train_max_samples=10")
+    assert drawn == sorted(drawn, key=everything.index)
+    assert len(questions("data.val_max_samples=7", key="data.val_files")) == 7
+    assert len(questions("data.val_max_samples=7")) == 200  # the training split ignores the validation limit

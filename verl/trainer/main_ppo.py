@@ -182,6 +182,9 @@ def build_dataset(config: DictConfig, files, tokenizer, key: str = "data.train_f
             d.truncation,
             d.return_raw_chat,
             reward_fn_key=d.reward_fn_key,
+            max_samples=int(d.get("val_max_samples" if key == "data.val_files" else "train_max_samples", -1) or -1),
+            # verl draws the subset at random when the data is shuffled, else takes the first rows
+            sample_seed=(d.seed if d.seed is not None else config.trainer.seed) if d.shuffle else None,
         )
     except ValueError as e:
         if str(e).startswith("no usable prompts"):

@@ -23,6 +23,9 @@ class RLHFDataset(torch.utils.data.Dataset):
     Each item carries ``data_source``, ``reward_model``, ``extra_info``, ``ability`` and the ``reward_fn_key`` column
     (``data.reward_fn_key``: the column that picks each row's scorer, when it is another one).
 
+    ``max_samples`` > 0 keeps that many rows (verl's ``data.train_max_samples`` / ``val_max_samples``): the first ones,
+    or a random subset drawn with ``sample_seed`` when given.
+
     Prompts longer than ``max_prompt_length`` are dropped when ``filter_overlong_prompts`` (the count is kept in
     ``num_filtered``), else cut per ``truncation``: ``error`` names the row, ``left`` keeps the prompt's end,
     ``right`` its start.
@@ -38,13 +41,22 @@ class RLHFDataset(torch.utils.data.Dataset):
         truncation: str = "error",
         return_raw_chat: bool = False,
         reward_fn_key: str = "data_source",
+        max_samples: int = -1,
+        sample_seed: int | None = None,
     ):
         if truncation not in ("error", "left", "right"):
             raise ValueError(f"data.truncation={truncation!r}: use error, left or right")
         self.items: list[dict[str, Any]] = []
         self.num_filtered = 0
         self.num_truncated = 0
-        for row in read_parquet_rows(data_files, required_columns=[prompt_key]):
+        rows = read_parquet_rows(data_files, required_columns=[prompt_key])
+        if 0 < max_samples < len(rows):  # verl's data.train_max_samples / val_max_samples
+            if sample_seed is None:
+                rows = rows[:max_samples]
+            else:  # a seeded random subset, kept in file order
+                picked = np.random.default_rng(sample_seed).choice(len(rows), size=max_samples, replace=False)
+                rows = [rows[i] for i in sorted(picked.tolist())]
+        for row in rows:
             messages = prompt_to_messages(get_nested(row, prompt_key), row)
             ids = tokenizer(render_prompt(tokenizer, messages, row.where), add_special_tokens=False)["input_ids"]
             if len(ids) > max_prompt_length:
