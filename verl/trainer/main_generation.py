@@ -22,11 +22,11 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from verl.protocol import DataProto
 from verl.utils.cli import run_cli
 from verl.utils.config import ConfigError, load_config
 from verl.utils.dataset.parquet import Row, get_nested, prompt_to_messages, read_parquet_rows, render_prompt
-from verl.utils.model import compute_position_id_with_mask, import_external_lib, load_causal_lm, load_tokenizer
+from verl.utils.dataset.rl_dataset import collate_prompts
+from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer
 from verl.workers.fsdp_workers import stop_token_ids
 from verl.workers.rollout.hf_rollout import HFRollout
 
@@ -72,21 +72,6 @@ def tokenize_prompts(rows: list[Row], tokenizer, prompt_key: str, prompt_length:
     return ids
 
 
-def _left_padded(batch_ids: list[list[int]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    width = max(len(x) for x in batch_ids)
-    input_ids = torch.full((len(batch_ids), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(batch_ids), width), dtype=torch.long)
-    for i, ids in enumerate(batch_ids):
-        if ids:
-            input_ids[i, width - len(ids) :] = torch.tensor(ids)
-            attention_mask[i, width - len(ids) :] = 1
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "position_ids": compute_position_id_with_mask(attention_mask),
-    }
-
-
 def generate_responses(config: DictConfig) -> dict[str, Any]:
     """Sample ``data.n_samples`` responses per row of ``data.path`` and write ``data.output_path``; returns a summary
     (rows, responses, tokens, seconds, output path)."""
@@ -118,7 +103,9 @@ def generate_responses(config: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     for lo in range(0, len(rows), d.batch_size):
         chunk = prompt_ids[lo : lo + d.batch_size]
-        prompts = DataProto.from_dict(_left_padded(chunk, tokenizer.pad_token_id)).repeat(n, interleave=True)
+        prompts = collate_prompts([{"input_ids": ids} for ids in chunk], tokenizer.pad_token_id).repeat(
+            n, interleave=True
+        )
         # row-and-sample keyed randomness: the same responses whatever data.batch_size is
         prompts.batch["sample_index"] = torch.arange(lo * n, (lo + len(chunk)) * n, dtype=torch.int64)
         rollout.set_rng_state(torch.tensor([int(config.seed), 0]))  # one sampling "call" for the whole file
