@@ -1,11 +1,14 @@
-"""docs/config_reference.md is generated from the YAML trees and current; every key there says what it does."""
+"""docs/config_reference.md is generated from the schemas and current; every key there says what it does."""
 
 import os
+from dataclasses import dataclass
 
 import pytest
+from omegaconf import OmegaConf
 
-from verl.utils.config import CONFIG_DIR, load_yaml
-from verl.utils.config_reference import JOBS, leaf_keys, reference, yaml_key_comments
+from verl.base_config import BaseConfig
+from verl.utils.config import job_schema, load_config
+from verl.utils.config_reference import JOBS, field_comments, key_rows, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -17,22 +20,28 @@ def test_committed_reference_is_current():
 
 
 @pytest.mark.parametrize("job", [job for job, _ in JOBS])
-def test_every_key_is_parsed_and_commented(job):
-    path = os.path.join(CONFIG_DIR, f"{job}.yaml")
-    rows = {key: comment for key, _, comment in yaml_key_comments(path)}
-    leaves = leaf_keys(load_yaml(path))
-    assert set(leaves) <= set(rows)  # the line parser finds every key yaml.safe_load finds
-    uncommented = [k for k in leaves if not rows[k]]
-    assert not uncommented, f"{job}.yaml keys without a comment: {uncommented}"
+def test_every_key_is_listed_and_commented(job):
+    rows = {key: comment for key, comment, _ in key_rows(job_schema(job))}
+    loaded = load_config(job)
+    leaves = [k for k, _, group in key_rows(job_schema(job)) if not group]
+    missing = object()
+    assert leaves and all(OmegaConf.select(loaded, k, default=missing) is not missing for k in leaves)
+    uncommented = [k for k, c in rows.items() if not c]
+    assert not uncommented, f"{job} keys without a comment: {uncommented}"
 
 
-def test_parser_on_nested_sections(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text("a:                # section A\n  b: 1   # one\n  c:\n    d: [x, y]  # list\ne: ${a.b}\n")
-    assert yaml_key_comments(str(p)) == [
-        ("a", "", "section A"),
-        ("a.b", "1", "one"),
-        ("a.c", "", ""),
-        ("a.c.d", "[x, y]", "list"),
-        ("e", "${a.b}", ""),
-    ]
+@dataclass
+class _Inner(BaseConfig):
+    b: int = 1  # one
+    c: list[str] = None  # list
+
+
+@dataclass
+class _Outer(BaseConfig):
+    a: _Inner = None  # section A
+    e: int = 2
+
+
+def test_comment_parser_on_nested_sections():
+    assert field_comments(_Outer) == {"a": "section A", "e": ""}
+    assert key_rows(_Outer) == [("a", "section A", True), ("a.b", "one", False), ("a.c", "list", False), ("e", "", False)]

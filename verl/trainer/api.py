@@ -29,14 +29,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl.engine.callbacks import as_callback
-from verl.utils.config import (
-    ConfigError,
-    UnknownConfigKeyError,
-    _closest,
-    _flatten_leaves,
-    load_config,
-    ppo_dict_to_overrides,
-)
+from verl.utils.config import ConfigError, UnknownConfigKeyError, _closest, load_config
+from verl.utils.config_dict import flatten_leaves, ppo_dict_to_overrides
 
 logger = logging.getLogger(__name__)
 
@@ -335,8 +329,8 @@ class RLTrainer:
         output_dir: str | None = None,
     ):
         reward_overrides, self.compute_score = resolve_reward(reward_model)
-        base = _flatten_leaves(OmegaConf.to_container(config, resolve=True)) if config is not None else {}
-        defaults = _flatten_leaves(OmegaConf.to_container(load_config("ppo_trainer"), resolve=True))
+        base = flatten_leaves(OmegaConf.to_container(config, resolve=True)) if config is not None else {}
+        defaults = flatten_leaves(OmegaConf.to_container(load_config("ppo_trainer"), resolve=True))
         merged = {k: v for k, v in base.items() if defaults.get(k, object()) != v}
         merged.update(reward_overrides)
         merged.update(overrides or {})

@@ -20,85 +20,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl.single_controller.ray.base import WorkerGroupError
+from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, uses_critic, uses_reference_policy
 from verl.utils.cli import run_cli
-from verl.utils.config import ConfigError, load_config
+from verl.utils.config import load_config
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.model import import_external_lib, load_tokenizer
-from verl.utils.ported_keys import apply_deprecated_micro_batch_sizes, check_ported_keys, warn_ported_keys
+from verl.utils.ported_keys import apply_deprecated_micro_batch_sizes, warn_ported_keys
 from verl.utils.torch_functional import set_seed
 from verl.workers.reward_manager import NaiveRewardManager, load_custom_reward_function
 
 logger = logging.getLogger(__name__)
-
-
-def check_config(config: DictConfig) -> None:
-    """Cross-key checks that the schema alone cannot express; each error names the keys and the fix."""
-    check_ported_keys(config)
-    d, a = config.data, config.actor_rollout_ref.actor
-    for key in (
-        "data.train_batch_size",
-        "actor_rollout_ref.actor.ppo_mini_batch_size",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-        "actor_rollout_ref.actor.ppo_epochs",
-        "actor_rollout_ref.rollout.n",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-        "critic.ppo_micro_batch_size_per_gpu",
-        "data.max_response_length",
-    ):
-        value = OmegaConf.select(config, key)
-        if value is None or value < 1:
-            raise ConfigError(f"{key}={value}: it counts prompts, responses, passes or tokens, so it must be >= 1")
-    if a.ppo_mini_batch_size > d.train_batch_size or d.train_batch_size % a.ppo_mini_batch_size:
-        raise ConfigError(
-            f"actor_rollout_ref.actor.ppo_mini_batch_size={a.ppo_mini_batch_size} must divide "
-            f"data.train_batch_size={d.train_batch_size} (both count prompts)"
-        )
-    n = config.actor_rollout_ref.rollout.n
-    if (
-        a.ppo_mini_batch_size * n
-    ) % a.ppo_micro_batch_size_per_gpu and a.ppo_micro_batch_size_per_gpu < a.ppo_mini_batch_size * n:
-        raise ConfigError(
-            f"ppo_micro_batch_size_per_gpu={a.ppo_micro_batch_size_per_gpu} (responses) should divide the mini-batch "
-            f"of ppo_mini_batch_size * rollout.n = {a.ppo_mini_batch_size * n} responses"
-        )
-    est = config.algorithm.adv_estimator
-    if est in ("grpo", "rloo", "opo", "grpo_passk", "reinforce_plus_plus_baseline", "gpg") and n < 2:
-        raise ConfigError(
-            f"algorithm.adv_estimator={est} compares responses within a group: set actor_rollout_ref.rollout.n >= 2"
-        )
-    temp = config.algorithm.reward_temp
-    if temp is None or temp <= 0:
-        raise ConfigError(
-            f"algorithm.reward_temp={temp}: the score is divided by it, so it must be > 0 (1.0: unchanged)"
-        )
-    if config.trainer.nnodes * config.trainer.n_gpus_per_node > 1 and config.trainer.backend == "local":
-        raise ConfigError(
-            f"trainer.nnodes={config.trainer.nnodes} x trainer.n_gpus_per_node={config.trainer.n_gpus_per_node}: the "
-            "local backend runs one process; use 1 (multi-process training comes with trainer.backend=ray)"
-        )
-    t = config.trainer
-    if t.backend not in ("local", "ray"):
-        raise ConfigError(f"trainer.backend={t.backend!r}: use local (one process) or ray (worker groups, FSDP2)")
-    if t.device not in ("cpu", "cuda"):
-        raise ConfigError(f"trainer.device={t.device!r}: use cpu or cuda")
-    if t.device == "cuda" and t.backend == "local":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("trainer.device=cuda but torch sees no CUDA device: use trainer.device=cpu")
-    if t.backend == "ray":
-        world = t.nnodes * t.n_gpus_per_node
-        for key, rows in (
-            ("data.train_batch_size", d.train_batch_size * n),
-            ("actor_rollout_ref.actor.ppo_mini_batch_size", a.ppo_mini_batch_size * n),
-        ):
-            if rows % world:
-                raise ConfigError(
-                    f"{key} x rollout.n = {rows} responses must split evenly over trainer.nnodes x "
-                    f"trainer.n_gpus_per_node = {world} data-parallel workers"
-                )
 
 
 def warn_unimplemented_choices(config: DictConfig) -> list[str]:

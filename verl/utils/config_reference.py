@@ -1,5 +1,5 @@
-"""The key reference of each job's YAML tree, generated from the YAML itself (keys, defaults and the comments beside
-them), so the docs cannot lag the code: ``tests/utils/test_config_reference.py`` checks that
+"""The key reference of every job, generated from the schemas themselves (each dataclass field's type, default and the
+``#`` comment beside it), so the docs cannot lag the code: ``tests/utils/test_config_reference.py`` checks that
 ``docs/config_reference.md`` is what this module writes.
 
     python -m verl.utils.config_reference > docs/config_reference.md
@@ -7,62 +7,83 @@ them), so the docs cannot lag the code: ``tests/utils/test_config_reference.py``
 
 from __future__ import annotations
 
-import os
-import re
+import ast
+import dataclasses
+import functools
+import inspect
+import io
+import textwrap
+import tokenize
 
-from verl.utils.config import CONFIG_DIR, load_yaml
+from omegaconf import OmegaConf
+
+from verl.utils.config import _field_hints, _is_group, default_config, job_schema
 
 JOBS = (
-    ("ppo_trainer", "`python -m verl.trainer.main_ppo`, the tuner's trials and the Python API"),
-    (
-        "ported_verl_keys",
-        "merged into `ppo_trainer.yaml`: keys of public verl accepted so that ported scripts run (most change nothing "
-        'here; docs/config.md, "Porting a verl script")',
-    ),
-    ("sft_trainer", "`python -m verl.trainer.main_sft`"),
-    (
-        "ported_verl_sft_keys",
-        "merged into `sft_trainer.yaml`: keys of public verl's SFT trainer accepted so that ported scripts run "
-        '(docs/sft.md, "Porting a verl SFT script")',
-    ),
-    ("evaluation", "`python -m verl.trainer.main_eval`"),
-    ("generation", "`python -m verl.trainer.main_generation`"),
+    ("ppo_trainer", "`python -m verl.trainer.main_ppo` (`verl ppo`), the tuner's trials and the Python API"),
+    ("sft_trainer", "`python -m verl.trainer.main_sft` (`verl sft`); also `verl.trainer.fsdp_sft_trainer`"),
+    ("evaluation", "`python -m verl.trainer.main_eval` (`verl eval`)"),
+    ("generation", "`python -m verl.trainer.main_generation` (`verl generate`)"),
 )
 
-_KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w]*):(?P<rest>.*)$")
+
+@functools.cache
+def field_comments(cls: type) -> dict[str, str]:
+    """``{field name: the comment on its line}`` of a dataclass, read from its source (inherited fields included)."""
+    comments: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.COMMENT]
+        by_line = {t.start[0]: t.string[1:].strip() for t in tokens}
+        own_line = {t.start[0]: t.string[1:].strip() for t in tokens if not t.line[: t.start[1]].strip()}
+        body = ast.parse(source).body[0].body  # the class body
+        for node in body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                comments[node.target.id] = _comment_of(node, by_line, own_line)
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in comments.items() if k in names}
 
 
-def yaml_key_comments(path: str) -> list[tuple[str, str, str]]:
-    """``(dotted key, default as written, comment)`` for every key of a block-style YAML file, in file order.
-    Mapping keys (``section:``) are listed too, with an empty default."""
-    rows: list[tuple[str, str, str]] = []
-    stack: list[tuple[int, str]] = []
-    with open(path) as f:
-        for raw in f:
-            line = raw.rstrip("\n")
-            match = _KEY_LINE.match(line)
-            if not match:
-                continue
-            indent, key, rest = len(match["indent"]), match["key"], match["rest"]
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            value, _, comment = rest.partition(" #")
-            dotted = ".".join([*(k for _, k in stack), key])
-            rows.append((dotted, value.strip(), comment.strip()))
-            if not value.strip():
-                stack.append((indent, key))
+def _comment_of(node: ast.AST, by_line: dict[int, str], own_line: dict[int, str]) -> str:
+    """A field's comment: at the end of its line, or (for a long field) the comment lines right above it."""
+    if node.end_lineno in by_line:
+        return by_line[node.end_lineno]
+    above, line = [], node.lineno - 1
+    while line in own_line:
+        above.insert(0, own_line[line])
+        line -= 1
+    return " ".join(above)
+
+
+def key_rows(root: type, prefix: str = "") -> list[tuple[str, str, bool]]:
+    """``(dotted key, comment, is_group)`` for every key of a schema tree, in field order."""
+    rows: list[tuple[str, str, bool]] = []
+    comments = field_comments(root)
+    for name, hint in _field_hints(root).items():
+        key = f"{prefix}{name}"
+        group = _is_group(hint)
+        rows.append((key, comments.get(name, ""), group))
+        if group:
+            rows.extend(key_rows(hint, key + "."))
     return rows
 
 
-def leaf_keys(tree: dict, prefix: str = "") -> list[str]:
-    """Dotted keys of the leaves of a parsed YAML mapping (an empty mapping counts as a leaf)."""
-    keys = []
-    for k, v in tree.items():
-        if isinstance(v, dict) and v:
-            keys.extend(leaf_keys(v, f"{prefix}{k}."))
-        else:
-            keys.append(f"{prefix}{k}")
-    return keys
+def _shown(value) -> str:
+    """A default as YAML would write it inline."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 def _cell(text: str) -> str:
@@ -71,17 +92,18 @@ def _cell(text: str) -> str:
 
 
 def render(job: str, command: str) -> str:
-    path = os.path.join(CONFIG_DIR, f"{job}.yaml")
-    rows = yaml_key_comments(path)
-    leaves = set(leaf_keys(load_yaml(path)))
-    out = [f"## `{job}.yaml`", "", f"{command}; the file: `verl/trainer/config/{job}.yaml`.", ""]
+    root = job_schema(job)
+    defaults = OmegaConf.to_container(default_config(job), resolve=False)
+    out = [f"## `{job}`", "", f"{command}; the schema: `{root.__module__}.{root.__name__}`.", ""]
     out += ["| key | default | meaning |", "|---|---|---|"]
-    for key, default, comment in rows:
-        if key in leaves:
-            shown = f"`{default}`" if default else ""
-            out.append(f"| `{key}` | {shown} | {_cell(comment)} |")
-        elif comment:  # a section with a comment: a row of its own
+    for key, comment, group in key_rows(root):
+        if group:
             out.append(f"| `{key}.*` | | {_cell(comment)} |")
+            continue
+        value = defaults
+        for part in key.split("."):
+            value = value[part]
+        out.append(f"| `{key}` | `{_shown(value)}` | {_cell(comment)} |")
     return "\n".join(out) + "\n"
 
 
@@ -89,8 +111,9 @@ def reference() -> str:
     head = [
         "# Configuration reference",
         "",
-        "Generated from the YAML trees by `python -m verl.utils.config_reference > docs/config_reference.md` (a test",
-        "checks it is current). How to set keys: [config.md](config.md). `${a.b}` is a default taken from key `a.b`.",
+        "Generated from the schemas (`verl/trainer/config/`, `verl/workers/config/`) by",
+        "`python -m verl.utils.config_reference > docs/config_reference.md` (a test checks it is current). How to set",
+        "keys: [config.md](config.md). `${a.b}` is a default taken from key `a.b`.",
         "",
     ]
     return "\n".join(head) + "\n" + "\n".join(render(job, command) for job, command in JOBS)

@@ -1,7 +1,7 @@
 """What the keys of public verl that this version accepts for ported scripts do here.
 
-``verl/trainer/config/ported_verl_keys.yaml`` lists them with their verl defaults; most tune engines this version does
-not have and change nothing. This module holds the ones that act:
+The schemas (``verl/trainer/config/``, ``verl/workers/config/``) hold them with their verl defaults and say which
+change nothing here (most tune engines this version does not have). This module holds the ones that act:
 
 * verl's deprecated global micro-batch sizes (``actor_rollout_ref.actor.ppo_micro_batch_size`` and kin) set the
   per-worker key the way verl does, ``global // workers``, with a warning naming the key to use instead;
@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl.utils.config import ConfigError
+from verl.utils.config import ConfigError, default_config
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +182,8 @@ def warn_ported_keys(config: DictConfig) -> list[str]:
     """One warning per `WARN_UNLESS` key set to a value this version does not implement, and one when
     ``trainer.total_epochs`` was changed but ``trainer.total_training_steps`` decides the run length; returns them."""
     messages = [f"{key}={value}: {what_runs}" for key, value, what_runs in _unsupported(config, WARN_UNLESS)]
-    trainer = config.get("trainer", {})
-    if trainer.get("total_training_steps") and trainer.get("total_epochs") != _default("trainer.total_epochs"):
+    trainer = config.trainer
+    if trainer.total_training_steps and trainer.total_epochs != _default("trainer.total_epochs"):
         messages.append(
             f"trainer.total_epochs={trainer.total_epochs} is not used: trainer.total_training_steps="
             f"{trainer.total_training_steps} sets the run length (this version's default is 100 steps; verl's is "
@@ -195,9 +195,7 @@ def warn_ported_keys(config: DictConfig) -> list[str]:
 
 
 def _default(key: str) -> Any:
-    from verl.utils.config import load_defaults
-
-    return OmegaConf.select(OmegaConf.create(load_defaults("ppo_trainer")), key)
+    return OmegaConf.select(default_config("ppo_trainer"), key)
 
 
 # ----------------------------------------------------------------------------------------------------- SFT (main_sft)
@@ -253,8 +251,6 @@ def sft_column_paths(config: DictConfig) -> tuple[str, str]:
     ``data.prompt_dict_keys`` (``extra_info`` + ``[question]`` -> ``extra_info.question``), likewise the response."""
     d = config.data
     paths = []
-    for key, nested in ((d.prompt_key, d.get("prompt_dict_keys")), (d.response_key, d.get("response_dict_keys"))):
-        if isinstance(nested, str):
-            nested = [nested]
+    for key, nested in ((d.prompt_key, d.prompt_dict_keys), (d.response_key, d.response_dict_keys)):
         paths.append(".".join([key, *(str(k) for k in nested or [])]))
     return paths[0], paths[1]

@@ -1,0 +1,45 @@
+"""The ``algorithm`` section: advantage estimator, discounting, reward-side KL and DAPO's dynamic sampling."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl.base_config import BaseConfig
+
+__all__ = ["AlgoConfig", "FilterGroupsConfig", "KLControlConfig"]
+
+
+@dataclass
+class KLControlConfig(BaseConfig):
+    """The coefficient of the KL penalty in the reward: fixed, or adapted towards a target KL (Ziegler et al.)."""
+
+    type: str = "fixed"  # fixed | adaptive
+    kl_coef: float = 0.001  # the KL coefficient (the starting one when adaptive)
+    horizon: int = 10000  # adaptive: steps over which the coefficient adapts
+    target_kl: float = 0.1  # adaptive: the KL it steers towards
+
+
+@dataclass
+class FilterGroupsConfig(BaseConfig):
+    """DAPO dynamic sampling: drop prompt groups whose rewards are all equal and refill the batch."""
+
+    enable: bool = False  # on: refill the batch with groups that vary
+    metric: str = "seq_reward"  # seq_reward | seq_final_reward | acc
+    max_num_gen_batches: int = 10  # 0: unlimited
+
+
+@dataclass
+class AlgoConfig(BaseConfig):
+    """The RL algorithm of a PPO-family run."""
+
+    adv_estimator: str = "grpo"  # gae | grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | opo | grpo_passk | gpg
+    gamma: float = 1.0  # discount; used by gae and reinforce_plus_plus only
+    lam: float = 1.0  # GAE lambda
+    reward_temp: float = 1.0  # rewards = scores / reward_temp before KL and advantages (1.0: unchanged)
+    norm_adv_by_std_in_grpo: bool = True  # false: Dr. GRPO
+    # subtract kl_ctrl.kl_coef x KL(actor || ref) from the token rewards (PPO/RLHF style)
+    use_kl_in_reward: bool = False
+    kl_penalty: str = "kl"  # kl | abs | mse | low_var_kl
+    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)  # the reward-side KL coefficient
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)  # DAPO dynamic sampling
+    use_pf_ppo: bool = False  # preference-feedback PPO reweighting: not implemented (true is an error)

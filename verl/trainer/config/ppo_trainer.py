@@ -1,0 +1,121 @@
+"""The schema of the PPO-family main job (``python -m verl.trainer.main_ppo``): every key, its type, default and
+meaning. Key names follow public verl; docs/ppo.md explains each group and docs/config_reference.md lists them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.base_config import BaseConfig
+from verl.trainer.config.algorithm import AlgoConfig
+from verl.trainer.config.data import RLDataConfig
+from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RewardModelConfig
+
+__all__ = ["CustomRewardFunctionConfig", "PPOTrainerConfig", "RayInitConfig", "TrainerConfig"]
+
+
+@dataclass
+class CustomRewardFunctionConfig(BaseConfig):
+    """A reward function of your own, in verl's signature."""
+
+    path: str | None = None  # a .py file defining the function below
+    name: str = "compute_score"  # fn(data_source, solution_str, ground_truth, extra_info=None, **kw)
+    # keyword arguments passed to the custom reward function (with reward_model.reward_kwargs)
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainerConfig(BaseConfig):
+    """The run: its length, validation and checkpoint cadence, loggers, seed, backend and devices."""
+
+    project_name: str = "verl-ppo"  # names the run directory (and W&B/MLflow project)
+    experiment_name: str = "arithmetic-grpo"  # names the run directory (and the W&B/MLflow run)
+    # metrics, config, checkpoints
+    default_local_dir: str = "outputs/${trainer.project_name}/${trainer.experiment_name}"
+    total_epochs: int = 100  # used when total_training_steps is null
+    total_training_steps: int | None = 100  # overrides total_epochs when set
+    val_before_train: bool = True  # validate once before the first step (step 0)
+    test_freq: int = 10  # -1 disables
+    save_freq: int = 50  # -1 disables; the last step is saved too when > 0
+    resume_mode: str = "auto"  # auto | disable | resume_path
+    resume_from_path: str | None = None  # a global_step_N directory (resume_mode=resume_path)
+    max_actor_ckpt_to_keep: int | None = None  # keep the newest N checkpoints (null: all)
+    max_critic_ckpt_to_keep: int | None = None  # as max_actor_ckpt_to_keep (the smaller applies)
+    critic_warmup: int = 0  # steps that train only the critic before the actor starts
+    balance_batch: bool = True  # ray: give every worker a similar token count (in each mini-batch)
+    # console | file | tensorboard | wandb | mlflow
+    logger: list[str] = field(default_factory=lambda: ["console", "file"])
+    log_val_generations: int = 0  # append the first N validation samples to val_generations.jsonl
+    seed: int = 1  # one seed for data order, sampling, init and shuffles: same seed, same run on CPU
+    backend: str = "local"  # local: one process | ray: Ray actor worker groups, FSDP2 (docs/scaling.md)
+    device: str = "cpu"  # cpu (gloo) | cuda (NCCL)
+    # cpu: glibc keeps freed buffers for the next pass instead of page-faulting them back in
+    cpu_retain_freed_memory: bool = True
+    nnodes: int = 1  # nodes (trainer.backend=ray)
+    n_gpus_per_node: int = 1  # worker processes per node (on cpu: processes sharing the cores)
+    val_only: bool = False  # true: run the validation once and stop (no training)
+    # a folder: every training sample of step N (input, output, score, reward fields) in N.jsonl
+    rollout_data_dir: str | None = None
+    validation_data_dir: str | None = None  # a folder: every validation sample at step N in N.jsonl
+    # HDFS copies are not made (a value warns; checkpoints stay in default_local_dir)
+    default_hdfs_dir: str | None = None
+    del_local_ckpt_after_load: bool = False  # no effect: the local checkpoint is kept after a resume
+    use_legacy_worker_impl: str = "auto"  # no effect: one worker implementation
+    ray_wait_register_center_timeout: int = 300  # no effect: workers report to the controller directly
+    profile_steps: list[int] | None = None  # no effect: profiling is not wired (benchmarks/ has the profiling scripts)
+
+
+@dataclass
+class RayInitConfig(BaseConfig):
+    """The Ray cluster of ``trainer.backend=ray``."""
+
+    address: str | None = None  # null: start a local cluster inside the run directory; auto | <ip>:6379
+    num_cpus: int | None = None  # logical CPUs of a local cluster (null: max(cores, workers))
+    num_threads_per_worker: int | None = None  # torch threads per worker process (null: cores / processes per node)
+    dist_timeout_s: int = 600  # collective timeout of the worker process group
+    timeline_json_file: str | None = None  # no effect: no Ray timeline is written
+
+
+@dataclass
+class PPOTrainerConfig(BaseConfig):
+    """PPO-family RL. Batch sizes: ``data.train_batch_size`` and ``ppo_mini_batch_size`` count prompts (each gets
+    ``rollout.n`` responses); ``*_micro_batch_size_per_gpu`` count responses."""
+
+    data: RLDataConfig = field(default_factory=RLDataConfig)  # prompts
+    actor_rollout_ref: ActorRolloutRefConfig = field(default_factory=ActorRolloutRefConfig)  # the policy's roles
+    critic: FSDPCriticConfig = field(default_factory=FSDPCriticConfig)  # the value model (PPO with GAE)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)  # reward model and reward shaping
+    # your reward function
+    custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
+    algorithm: AlgoConfig = field(default_factory=AlgoConfig)  # estimator, KL, dynamic sampling
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)  # the run
+    ray_init: RayInitConfig = field(default_factory=RayInitConfig)  # trainer.backend=ray
+
+
+# Keys whose default is another key's value (a ${...} interpolation, resolved when the config loads): set either.
+DERIVED_DEFAULTS: dict[str, str] = {
+    "actor_rollout_ref.actor.use_fused_kernels": "actor_rollout_ref.model.use_fused_kernels",
+    "actor_rollout_ref.actor.checkpoint.load_contents": "actor_rollout_ref.actor.checkpoint.save_contents",
+    "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": "actor_rollout_ref.actor.use_dynamic_bsz",
+    "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "actor_rollout_ref.ref.strategy": "actor_rollout_ref.actor.strategy",
+    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+    "actor_rollout_ref.ref.use_torch_compile": "actor_rollout_ref.actor.use_torch_compile",
+    "actor_rollout_ref.rollout.prompt_length": "data.max_prompt_length",
+    "actor_rollout_ref.rollout.response_length": "data.max_response_length",
+    "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": "actor_rollout_ref.actor.use_dynamic_bsz",
+    "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "critic.model.path": "actor_rollout_ref.model.path",
+    "critic.model.tokenizer_path": "actor_rollout_ref.model.path",
+    "critic.model.external_lib": "actor_rollout_ref.model.external_lib",
+    "critic.model.trust_remote_code": "actor_rollout_ref.model.trust_remote_code",
+    "critic.ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "critic.ppo_epochs": "actor_rollout_ref.actor.ppo_epochs",
+    "critic.loss_agg_mode": "actor_rollout_ref.actor.loss_agg_mode",
+    "critic.use_dynamic_bsz": "actor_rollout_ref.actor.use_dynamic_bsz",
+    "critic.forward_max_token_len_per_gpu": "critic.ppo_max_token_len_per_gpu",
+    "critic.checkpoint.load_contents": "critic.checkpoint.save_contents",
+    "reward_model.use_dynamic_bsz": "critic.use_dynamic_bsz",
+    "reward_model.forward_max_token_len_per_gpu": "critic.forward_max_token_len_per_gpu",
+    "reward_model.model.external_lib": "actor_rollout_ref.model.external_lib",
+}

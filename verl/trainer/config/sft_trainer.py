@@ -1,0 +1,136 @@
+"""The schema of the SFT job (``python -m verl.trainer.main_sft``; docs/sft.md). verl's SFT keys that change nothing
+here are accepted so that ported scripts run (docs/sft.md, "Porting a verl SFT script")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl.base_config import BaseConfig
+from verl.trainer.config.config import CheckpointConfig, ModuleConfig
+
+__all__ = ["SFTDataConfig", "SFTModelConfig", "SFTOptimConfig", "SFTTrainerConfig", "SFTTrainerSection"]
+
+
+@dataclass
+class MultiturnSFTConfig(BaseConfig):
+    """verl's multi-turn SFT data."""
+
+    enable: bool = False  # multi-turn chat SFT: not implemented (true is an error)
+    messages_key: str = "messages"  # the messages column of multi-turn SFT
+
+
+@dataclass
+class SFTDataConfig(BaseConfig):
+    """Prompt/response pairs to fine-tune on."""
+
+    # parquet files (concatenated) or builtin:// task specs
+    train_files: list[str] = field(default_factory=lambda: ["builtin://arithmetic/train"])
+    # held-out rows for the accuracy check
+    val_files: list[str] = field(default_factory=lambda: ["builtin://arithmetic/test"])
+    prompt_key: str = "prompt"  # a chat message list (chat template applied) or a plain string
+    response_key: str = "extra_info.answer"  # dotted path into the row; the EOS token is appended
+    max_length: int = 256  # prompt + response tokens
+    truncation: str = "error"  # error | left (cut the prompt's start) | right (cut the response's end)
+    train_batch_size: int = 64  # sequences per optimizer step
+    micro_batch_size_per_gpu: int = 64  # sequences per forward/backward; gradients accumulate up to train_batch_size
+    shuffle: bool = True  # reshuffle every epoch (seeded)
+    # keys under data.prompt_key leading to the prompt (verl: [question] with prompt_key=extra_info)
+    prompt_dict_keys: list[str] | None = None
+    response_dict_keys: list[str] | None = None  # keys under data.response_key leading to the response (verl: [answer])
+    multiturn: MultiturnSFTConfig = field(default_factory=MultiturnSFTConfig)  # multi-turn SFT (not implemented)
+    chat_template: str | None = None  # no effect: the tokenizer's own chat template renders the prompt
+    # a custom dataset class: not supported (an error when set)
+    custom_cls: ModuleConfig = field(default_factory=ModuleConfig)
+    use_shm: bool = False  # no effect
+
+
+@dataclass
+class WrapPolicyConfig(BaseConfig):
+    """verl's FSDP auto-wrap policy."""
+
+    min_num_params: int = 0  # no effect
+
+
+@dataclass
+class SFTFSDPConfig(BaseConfig):
+    """verl's SFT sharding keys (SFT runs in one process here)."""
+
+    model_dtype: str = "fp32"  # no effect: the model loads in model.dtype
+    cpu_offload: bool = False  # no effect
+    offload_params: bool = False  # no effect
+    wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)  # no effect
+
+
+@dataclass
+class SFTModelConfig(BaseConfig):
+    """The model to fine-tune."""
+
+    partial_pretrain: str = "builtin://tiny-qwen2"  # any local HF model directory
+    dtype: str = "fp32"  # fp32 | bf16
+    enable_gradient_checkpointing: bool = False  # recompute activations in backward: less memory
+    external_lib: str | None = None  # a module imported before the model loads (custom architectures)
+    trust_remote_code: bool = False  # allow the model directory's own tokenizer and modelling code
+    lora_rank: int = 0  # LoRA: not implemented in this version (> 0 is an error)
+    lora_alpha: int = 16  # LoRA scaling (only with lora_rank > 0)
+    target_modules: str = "all-linear"  # LoRA target modules (only with lora_rank > 0)
+    use_liger: bool = False  # Liger GPU kernels: not available here (true warns)
+    strategy: str = "fsdp2"  # no effect: SFT runs in one process
+    fsdp_config: SFTFSDPConfig = field(default_factory=SFTFSDPConfig)  # no effect: SFT runs in one process
+
+
+@dataclass
+class SFTOptimConfig(BaseConfig):
+    """AdamW with warmup and a cosine or constant schedule."""
+
+    lr: float = 3.0e-3  # AdamW learning rate (peak)
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])  # AdamW betas
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    warmup_steps_ratio: float = 0.05  # linear warmup as a share of the steps
+    lr_scheduler: str = "cosine"  # cosine | constant
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    clip_grad: float = 1.0  # max global gradient norm
+
+
+@dataclass
+class SFTTrainerSection(BaseConfig):
+    """The SFT run: length, validation and checkpoint cadence, loggers, seed."""
+
+    project_name: str = "verl-sft"  # names the run directory
+    experiment_name: str = "arithmetic-tiny-qwen2"  # names the run directory
+    # metrics, config, checkpoints
+    default_local_dir: str = "outputs/${trainer.project_name}/${trainer.experiment_name}"
+    total_epochs: int = 10  # used when total_training_steps is null
+    total_training_steps: int | None = None  # overrides total_epochs when set
+    test_freq: int = -1  # validate every N steps (-1: only at the end)
+    save_freq: int = -1  # save an HF checkpoint every N steps (-1: only at the end)
+    log_freq: int = 10  # console/file metrics every N steps
+    logger: list[str] = field(default_factory=lambda: ["console", "file"])  # console | file | tensorboard
+    seed: int = 1  # data order and init: same seed, same run on CPU
+    val_generation_max_new_tokens: int = 32  # greedy decoding budget for the held-out accuracy
+    val_max_samples: int = -1  # -1: the whole validation set
+    val_batch_size: int = 256  # prompts per generation call in the accuracy check
+    nnodes: int = 1  # SFT runs in one process: more than one node is an error
+    n_gpus_per_node: int = 1  # SFT runs in one process: more than one is an error (torchrun --nproc_per_node=1)
+    device: str = "cpu"  # SFT trains on the CPU here (cuda warns and trains on the CPU)
+    max_ckpt_to_keep: int | None = None  # no effect: every saved checkpoint is kept
+    resume_mode: str = "auto"  # no effect: SFT starts from model.partial_pretrain (no SFT resume)
+    resume_from_path: str | None = None  # no effect (no SFT resume)
+    # no effect: checkpoints are HF model directories
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+
+@dataclass
+class SFTTrainerConfig(BaseConfig):
+    """Supervised fine-tuning (the warm start for RL)."""
+
+    data: SFTDataConfig = field(default_factory=SFTDataConfig)  # training and held-out pairs
+    model: SFTModelConfig = field(default_factory=SFTModelConfig)  # the model
+    optim: SFTOptimConfig = field(default_factory=SFTOptimConfig)  # the optimizer
+    trainer: SFTTrainerSection = field(default_factory=SFTTrainerSection)  # the run
+    ulysses_sequence_parallel_size: int = 1  # Ulysses sequence parallelism: not implemented (> 1 warns)
+    use_remove_padding: bool = False  # no effect: SFT passes are padded
+
+
+DERIVED_DEFAULTS: dict[str, str] = {
+    "trainer.checkpoint.load_contents": "trainer.checkpoint.save_contents",
+}

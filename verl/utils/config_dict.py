@@ -1,0 +1,260 @@
+"""The dict view of the PPO config (``get_ppo_default_config()`` and ``DataParallelRLTrainer``, docs/python_api.md):
+the ``ppo_trainer`` tree as nested dicts plus the article's alias groups ``model``, ``train`` and ``reward``. An alias
+table over the one schema: :func:`ppo_dict_to_overrides` turns a dict back into tree overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from verl.utils.config import ConfigError, UnknownConfigKeyError, _closest, load_config
+
+__all__ = ["ConfigDict", "dict_key", "flatten_leaves", "get_ppo_default_config", "ppo_dict_to_overrides"]
+
+
+def _flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in tree.items():
+        path = f"{prefix}{k}"
+        out[path] = v
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, path + "."))
+    return out
+
+
+class ConfigDict(dict):
+    """A nested ``dict`` whose keys are fixed: setting or reading a key it lacks raises
+    :class:`UnknownConfigKeyError` naming the closest valid key. Free-form groups (``{}`` in the defaults, e.g.
+    ``reward_model.reward_kwargs``) take any key."""
+
+    def __init__(self, data: Mapping[str, Any], path: str = "", schema_keys: Iterable[str] | None = None):
+        super().__init__()
+        self._path = path
+        self._free_form = len(data) == 0
+        self._all_keys: list[str] = list(schema_keys) if schema_keys is not None else []
+        for k, v in data.items():
+            child = f"{path}.{k}" if path else str(k)
+            super().__setitem__(k, ConfigDict(v, child, self._all_keys) if isinstance(v, Mapping) else v)
+
+    def _unknown(self, key: Any) -> UnknownConfigKeyError:
+        path = f"{self._path}.{key}" if self._path else str(key)
+        candidates = self._all_keys or [f"{self._path}.{k}" if self._path else k for k in self]
+        return UnknownConfigKeyError(f"unknown config key {path!r}.{_closest(path, candidates)}")
+
+    def __getitem__(self, key: Any) -> Any:
+        if key not in self and not self._free_form:
+            raise self._unknown(key)
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key not in self and not self._free_form:
+            raise self._unknown(key)
+        current = super().get(key)
+        if isinstance(current, ConfigDict) and isinstance(value, Mapping) and value is not current:
+            for k, v in value.items():  # assigning a mapping to a group checks each of its keys
+                current[k] = v
+            return
+        super().__setitem__(key, value)
+
+    def update(self, other: Mapping[str, Any] = (), **kw: Any) -> None:  # type: ignore[override]
+        for k, v in dict(other, **kw).items():
+            self[k] = v
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain nested ``dict`` copy."""
+        return {k: v.to_dict() if isinstance(v, ConfigDict) else v for k, v in self.items()}
+
+    def __reduce__(self):
+        return (_rebuild_config_dict, (self.to_dict(), self._path, self._all_keys))
+
+    def __deepcopy__(self, memo: dict) -> ConfigDict:
+        import copy
+
+        return _rebuild_config_dict(copy.deepcopy(self.to_dict(), memo), self._path, self._all_keys)
+
+
+def _rebuild_config_dict(data: dict, path: str, keys: list[str]) -> ConfigDict:
+    return ConfigDict(data, path, keys)
+
+
+DEFAULT_DICT_MODEL = "builtin://tiny-qwen2-arith-sft"
+
+# The article's keys that are another spelling of one tree key. Change either; changing both differently is an error.
+PPO_DICT_ALIASES: dict[str, str] = {
+    "model.pretrained_model_name_or_path": "actor_rollout_ref.model.path",
+    "model.tokenizer_name_or_path": "data.tokenizer",
+    "train.lr": "actor_rollout_ref.actor.optim.lr",
+    "train.critic_lr": "critic.optim.lr",
+    "train.batch_size": "data.train_batch_size",
+    "train.mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "train.responses_per_prompt": "actor_rollout_ref.rollout.n",
+    "train.ppo_epochs": "actor_rollout_ref.actor.ppo_epochs",
+    "train.total_steps": "trainer.total_training_steps",
+    "train.max_response_length": "data.max_response_length",
+    "train.seed": "trainer.seed",
+}
+
+# The article's keys that set several tree keys or are checked (docs/python_api.md has the table).
+PPO_DICT_SPECIAL: dict[str, str] = {
+    "train.dp_size": "trainer.n_gpus_per_node (1 only: the local backend runs one data-parallel rank)",
+    "train.tp_size": "none: no tensor parallelism yet (1 only)",
+    "train.pp_size": "none: no pipeline parallelism yet (1 only)",
+    "train.grad_accumulation_steps": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu and "
+    "critic.ppo_micro_batch_size_per_gpu = ppo_mini_batch_size * rollout.n / steps",
+    "train.use_amp": "actor_rollout_ref.model.dtype and critic.model.dtype = bf16",
+    "reward.model": "the reward: 'auto', 'rule', a data source name, 'length', a Python function, or a local "
+    "reward-model directory (reward_model.enable, reward_model.model.path)",
+}
+
+# API defaults that differ from ppo_trainer.yaml: the article calls this the PPO config, so PPO with a critic (GAE).
+PPO_DICT_TREE_DEFAULTS: dict[str, Any] = {"algorithm.adv_estimator": "gae"}
+
+
+def _get_path(tree: Mapping, key: str) -> Any:
+    node: Any = tree
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def get_ppo_default_config() -> ConfigDict:
+    """The PPO defaults as a nested dict: the article's groups ``model``, ``train`` and ``reward``,
+    plus the whole ``ppo_trainer`` tree (``data``, ``actor_rollout_ref``, ``critic``, ``reward_model``,
+    ``custom_reward_function``, ``algorithm``, ``trainer``) with its values resolved.
+
+    Unknown keys raise with the closest valid key, on assignment and when a trainer reads the dict. An article key
+    and the tree key it spells (:data:`PPO_DICT_ALIASES`) both work; :func:`ppo_dict_to_overrides` turns the dict
+    into the tree. ``algorithm.adv_estimator`` defaults to ``gae`` here (the main job's default is ``grpo``).
+    """
+    tree = OmegaConf.to_container(load_config("ppo_trainer", overrides=PPO_DICT_TREE_DEFAULTS), resolve=True)
+    view: dict[str, Any] = {
+        "model": {
+            "pretrained_model_name_or_path": tree["actor_rollout_ref"]["model"]["path"],
+            "tokenizer_name_or_path": tree["data"]["tokenizer"],
+        },
+        "train": {
+            "dp_size": 1,
+            "tp_size": 1,
+            "pp_size": 1,
+            "grad_accumulation_steps": 1,
+            "use_amp": False,
+        },
+        "reward": {"model": "auto"},
+    }
+    for alias, key in PPO_DICT_ALIASES.items():
+        group, leaf = alias.split(".")
+        view[group][leaf] = _get_path(tree, key)
+    view.update(tree)
+    return ConfigDict(view, schema_keys=list(_flatten(view)))
+
+
+def dict_key(dotted: str) -> str:
+    """``train.lr`` -> ``config['train']['lr']``, how the article writes it."""
+    return "config" + "".join(f"[{p!r}]" for p in dotted.split("."))
+
+
+def _check_known(config: Mapping, schema: Mapping, path: str = "", all_keys: list[str] | None = None) -> None:
+    all_keys = all_keys if all_keys is not None else list(_flatten(schema))
+    for k, v in config.items():
+        p = f"{path}.{k}" if path else str(k)
+        if isinstance(schema, Mapping) and len(schema) == 0:
+            continue  # free-form group
+        if k not in schema:
+            raise UnknownConfigKeyError(f"unknown config key {p!r}.{_closest(p, all_keys)}")
+        if isinstance(v, Mapping) and isinstance(schema[k], Mapping):
+            _check_known(v, schema[k], p, all_keys)
+
+
+def ppo_dict_to_overrides(config: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Translate a :func:`get_ppo_default_config` dict into ``(overrides, reward)``: dotted tree keys for
+    ``load_config("ppo_trainer", overrides=...)`` (only what differs from the defaults, so interpolations such as
+    ``critic.model.path`` follow the actor), and the ``reward.model`` value.
+
+    Raises :class:`UnknownConfigKeyError` for an unknown key (closest valid key named), :class:`ConfigError` when an
+    article key and its tree key were both changed to different values or a value cannot be translated, and
+    ``NotImplementedError`` for ``tp_size``/``pp_size``/``dp_size`` > 1.
+    """
+    view_defaults = get_ppo_default_config().to_dict()
+    yaml_defaults = OmegaConf.to_container(load_config("ppo_trainer"), resolve=True)
+    _check_known(config, view_defaults)
+    cfg = _deep_merge(view_defaults, config)
+    flat_cfg, flat_view, flat_yaml = (
+        flatten_leaves(cfg),
+        flatten_leaves(view_defaults),
+        flatten_leaves(yaml_defaults),
+    )
+    overrides = {k: v for k, v in flat_cfg.items() if k in flat_yaml and v != flat_yaml[k]}
+
+    def changed(key: str) -> bool:
+        return flat_cfg[key] != flat_view[key]
+
+    for alias, key in PPO_DICT_ALIASES.items():
+        if not changed(alias):
+            continue
+        if changed(key) and flat_cfg[key] != flat_cfg[alias]:
+            raise ConfigError(
+                f"{dict_key(alias)}={flat_cfg[alias]!r} and {key}={flat_cfg[key]!r} set the same "
+                "thing to different values: set one of them"
+            )
+        overrides[key] = flat_cfg[alias]
+    for key in ("train.tp_size", "train.pp_size"):
+        if flat_cfg[key] != 1:
+            raise NotImplementedError(
+                f"config['train']['{key.split('.')[1]}']={flat_cfg[key]}: this version has no "
+                f"{'tensor' if 'tp' in key else 'pipeline'} parallelism; use 1"
+            )
+    if flat_cfg["train.dp_size"] != 1:
+        raise NotImplementedError(
+            f"config['train']['dp_size']={flat_cfg['train.dp_size']} (trainer.n_gpus_per_node): the local backend runs "
+            "one data-parallel rank. Use 1, or run N data-parallel workers with the Ray backend: overrides "
+            "trainer.backend=ray, trainer.n_gpus_per_node=N (batch sizes are global: the math is the same)"
+        )
+    if flat_cfg["train.use_amp"]:
+        overrides["actor_rollout_ref.model.dtype"] = "bf16"
+        overrides["critic.model.dtype"] = "bf16"
+    steps = flat_cfg["train.grad_accumulation_steps"]
+    if not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"config['train']['grad_accumulation_steps']={steps!r} must be an integer >= 1")
+    if steps != 1:
+        mini = overrides.get(
+            "actor_rollout_ref.actor.ppo_mini_batch_size", flat_yaml["actor_rollout_ref.actor.ppo_mini_batch_size"]
+        )
+        n = overrides.get("actor_rollout_ref.rollout.n", flat_yaml["actor_rollout_ref.rollout.n"])
+        if (mini * n) % steps:
+            raise ConfigError(
+                f"config['train']['grad_accumulation_steps']={steps} must divide the mini-batch of "
+                f"mini_batch_size * responses_per_prompt = {mini} * {n} = {mini * n} responses"
+            )
+        overrides["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = mini * n // steps
+        overrides["critic.ppo_micro_batch_size_per_gpu"] = mini * n // steps
+    return overrides, flat_cfg["reward.model"]
+
+
+def _deep_merge(base: Mapping, update: Mapping) -> dict:
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in base.items()}
+    for k, v in update.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) and out.get(k):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v.to_dict() if isinstance(v, ConfigDict) else v
+    return out
+
+
+def flatten_leaves(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """Dotted paths of the leaves (values that are not non-empty mappings)."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flatten_leaves(v, path + "."))
+        else:
+            out[path] = v.to_dict() if isinstance(v, ConfigDict) else v
+    return out

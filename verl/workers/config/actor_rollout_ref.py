@@ -1,0 +1,24 @@
+"""``actor_rollout_ref``: the hybrid-engine role group (one model for actor, rollout and reference)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl.base_config import BaseConfig
+from verl.workers.config.actor import FSDPActorConfig, RefConfig
+from verl.workers.config.model import HFModelConfig
+from verl.workers.config.rollout import RolloutConfig
+
+__all__ = ["ActorRolloutRefConfig"]
+
+
+@dataclass
+class ActorRolloutRefConfig(BaseConfig):
+    """The policy's roles, built in one worker: the actor trains it, the rollout samples with its weights in place,
+    the reference keeps a frozen copy for KL terms."""
+
+    hybrid_engine: bool = True  # the rollout samples with the actor's own weights (no copy)
+    model: HFModelConfig = field(default_factory=HFModelConfig)  # the policy model
+    actor: FSDPActorConfig = field(default_factory=FSDPActorConfig)  # the policy update
+    ref: RefConfig = field(default_factory=RefConfig)  # the reference policy
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler

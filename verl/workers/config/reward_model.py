@@ -1,0 +1,45 @@
+"""The reward section (``reward_model``): a reward model, the reward manager and reward shaping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.base_config import BaseConfig
+from verl.workers.config.model import RewardModelModelConfig
+
+__all__ = ["OverlongBufferConfig", "RewardModelConfig"]
+
+
+@dataclass
+class OverlongBufferConfig(BaseConfig):
+    """DAPO's soft overlong penalty."""
+
+    enable: bool = False  # penalise responses in the last `len` tokens before max_response_length
+    len: int = 8  # the buffer: the penalty grows linearly over these last tokens
+    penalty_factor: float = 1.0  # the penalty at max_response_length
+
+
+@dataclass
+class RewardModelConfig(BaseConfig):
+    """Scores: an optional sequence-classification reward model, the rule/custom reward manager and shaping."""
+
+    enable: bool = False  # score with a sequence-classification model as well as rules
+    model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)  # the reward model
+    micro_batch_size_per_gpu: int = 64  # responses per RM forward
+    enable_resource_pool: bool = False  # ray: the reward model on its own processes (else colocated)
+    nnodes: int = 1  # with enable_resource_pool: the RM's own nodes
+    n_gpus_per_node: int = 1  # with enable_resource_pool: the RM's processes per node
+    reward_manager: str = "naive"  # naive (others warn and run naive; DAPO's overlong penalty: overlong_buffer)
+    # extra keyword arguments passed to the scoring function
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)
+    error_score: float = 0.0  # score given to a sample whose reward function raised or returned NaN/None
+    # DAPO overlong-response penalty
+    overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
+    strategy: str = "fsdp"  # no effect: the reward model runs in the data-parallel worker
+    # deprecated in verl: sets reward_model.micro_batch_size_per_gpu = it // workers
+    micro_batch_size: int | None = None
+    use_dynamic_bsz: bool = False  # no effect: fixed micro-batches
+    forward_max_token_len_per_gpu: int = 32768  # no effect
+    max_length: int | None = None  # no effect: responses are scored whole
+    ulysses_sequence_parallel_size: int = 1  # not implemented (> 1 warns)
