@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-# Estimators whose advantages read algorithm.gamma (see verl/trainer/ppo/core_algos.py); the others ignore it.
+# Estimators whose advantages read algorithm.gamma (see verl/core_algos/advantage.py); the others ignore it.
 GAMMA_ESTIMATORS = ("gae", "reinforce_plus_plus")
 
 # The seed article's five parameters (kl_coef, gamma, rollout size, actor lr, reward temperature) on our keys.

@@ -1,4 +1,7 @@
-"""Small torch helpers shared by the trainers: seeding, learning-rate schedules, masked statistics."""
+"""Small torch helpers shared by the trainers: seeding, learning-rate schedules, masked statistics, log-probs.
+
+The masked statistics and ``entropy_from_logits`` are defined in the leaf package :mod:`verl.core_algos`
+(``verl.core_algos.functional``) and re-exported here under the same names."""
 
 from __future__ import annotations
 
@@ -7,6 +10,14 @@ import random
 
 import numpy as np
 import torch
+
+from verl.core_algos.functional import (  # noqa: F401 (re-exported)
+    entropy_from_logits,
+    masked_mean,
+    masked_sum,
+    masked_var,
+    masked_whiten,
+)
 
 
 def set_seed(seed: int) -> None:
@@ -49,62 +60,6 @@ def get_constant_schedule_with_warmup(
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, float(step + 1) / float(max(1, num_warmup_steps + 1)))
     )
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """sum(values * mask) / sum(mask) (over ``dim`` or everything); 0 where the mask is empty."""
-    mask = mask.to(values.dtype)
-    total = (values * mask).sum() if dim is None else (values * mask).sum(dim)
-    count = mask.sum() if dim is None else mask.sum(dim)
-    return total / count.clamp(min=1.0)
-
-
-def masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """sum(values * mask) over ``dim`` (or everything). Masked-out entries never leak, even when they hold inf/NaN."""
-    kept = torch.where(mask.bool(), values, torch.zeros_like(values))
-    return kept.sum() if dim is None else kept.sum(dim)
-
-
-def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
-    """Variance of the entries where ``mask`` is 1 (a scalar).
-
-    var = sum(mask * (values - mean)^2) / sum(mask), times the Bessel factor n / (n - 1) when ``unbiased``
-    (n = sum(mask)). As in verl, an unbiased variance of fewer than two entries raises ValueError.
-    """
-    mean = masked_mean(values, mask)
-    variance = masked_mean((values - mean) ** 2, mask)
-    if unbiased:
-        n = mask.sum()
-        if n == 0:
-            raise ValueError("masked_var: the mask selects no element; at least one must be 1")
-        if n == 1:
-            raise ValueError("masked_var: the mask selects a single element; the unbiased variance divides by zero")
-        variance = variance * n / (n - 1)
-    return variance
-
-
-def masked_whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
-    """(values - mean) / sqrt(var + 1e-8) with the masked mean and unbiased masked variance (as verl).
-
-    Every position is transformed (padding too); callers multiply by the mask when padding must be zero.
-    With ``shift_mean=False`` the mean is added back, so only the scale changes.
-    """
-    mean = masked_mean(values, mask)
-    var = masked_var(values, mask)
-    whitened = (values - mean) * torch.rsqrt(var + 1e-8)
-    if not shift_mean:
-        whitened = whitened + mean
-    return whitened
-
-
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of the categorical distribution softmax(logits) over the last dimension.
-
-    H = logsumexp(z) - sum_v softmax(z)_v * z_v, which equals -sum_v p_v log p_v without forming log p (stable for
-    large logits). Shape (..., vocab) -> (...).
-    """
-    probs = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)
 
 
 def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

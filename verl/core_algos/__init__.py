@@ -1,0 +1,112 @@
+"""The algorithm core of PPO-family post-training: advantage estimators, policy / value / entropy losses, KL penalties
+and controllers, loss aggregation.
+
+Everything here is a pure function of tensors (plus plain numbers and an optional dict-like config: a ``dict``, an
+omegaconf ``DictConfig`` or any object with attributes). No workers, no models, no global state besides the two
+registries. Shapes: ``bs`` is the number of responses in the batch, ``response_length`` the padded length of the
+response part; every ``(bs, response_length)`` tensor is aligned with ``response_mask`` (1 on real response tokens,
+0 on padding).
+
+A leaf package: it imports torch, numpy and the standard library, nothing of ``verl`` (``tests/core_algos`` checks
+it), so the trainer, the workers and ``verl.utils`` may all import it. One module per topic:
+
+    functional     masked_mean / masked_sum / masked_var / masked_whiten, entropy_from_logits
+    aggregation    agg_loss and the micro-batch / data-parallel loss weights
+    advantage      advantage estimators and their registry (``algorithm.adv_estimator``)
+    policy_loss    policy losses and their registry (``actor.policy_loss.loss_mode``)
+    kl             KL estimates, KL controllers, the KL-shaped reward
+    value_loss     value loss, entropy loss, DAPO's overlong penalty
+
+``verl.trainer.ppo.core_algos`` re-exports the same objects (same registries) under verl's old module path.
+"""
+
+from .advantage import (
+    ADV_ESTIMATOR_REGISTRY,
+    AdvantageEstimator,
+    AdvEstimatorFn,
+    compute_gae_advantage_return,
+    compute_gpg_outcome_advantage,
+    compute_grpo_outcome_advantage,
+    compute_grpo_passk_outcome_advantage,
+    compute_opo_outcome_advantage,
+    compute_reinforce_plus_plus_baseline_outcome_advantage,
+    compute_reinforce_plus_plus_outcome_advantage,
+    compute_remax_outcome_advantage,
+    compute_rloo_outcome_advantage,
+    get_adv_estimator_fn,
+    register_adv_est,
+)
+from .aggregation import LOSS_AGG_MODES, agg_loss, loss_normalizer_counts, micro_batch_loss_weight
+from .functional import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
+from .kl import (
+    KL_PENALTY_TYPES,
+    AdaptiveKLController,
+    FixedKLController,
+    apply_kl_penalty,
+    get_kl_controller,
+    kl_penalty,
+)
+from .policy_loss import (
+    POLICY_LOSS_AGG_MODE,
+    POLICY_LOSS_REGISTRY,
+    PolicyLossFn,
+    compute_policy_loss,
+    compute_policy_loss_cispo,
+    compute_policy_loss_clip_cov,
+    compute_policy_loss_gpg,
+    compute_policy_loss_gspo,
+    compute_policy_loss_kl_cov,
+    compute_policy_loss_vanilla,
+    effective_loss_agg_mode,
+    get_policy_loss_fn,
+    register_policy_loss,
+)
+from .value_loss import compute_entropy_loss, compute_overlong_penalty, compute_value_loss
+
+__all__ = [
+    "ADV_ESTIMATOR_REGISTRY",
+    "KL_PENALTY_TYPES",
+    "LOSS_AGG_MODES",
+    "POLICY_LOSS_AGG_MODE",
+    "POLICY_LOSS_REGISTRY",
+    "AdaptiveKLController",
+    "AdvEstimatorFn",
+    "AdvantageEstimator",
+    "FixedKLController",
+    "PolicyLossFn",
+    "agg_loss",
+    "apply_kl_penalty",
+    "compute_entropy_loss",
+    "compute_gae_advantage_return",
+    "compute_gpg_outcome_advantage",
+    "compute_grpo_outcome_advantage",
+    "compute_grpo_passk_outcome_advantage",
+    "compute_opo_outcome_advantage",
+    "compute_overlong_penalty",
+    "compute_policy_loss",
+    "compute_policy_loss_cispo",
+    "compute_policy_loss_clip_cov",
+    "compute_policy_loss_gpg",
+    "compute_policy_loss_gspo",
+    "compute_policy_loss_kl_cov",
+    "compute_policy_loss_vanilla",
+    "compute_reinforce_plus_plus_baseline_outcome_advantage",
+    "compute_reinforce_plus_plus_outcome_advantage",
+    "compute_remax_outcome_advantage",
+    "compute_rloo_outcome_advantage",
+    "compute_value_loss",
+    "effective_loss_agg_mode",
+    "entropy_from_logits",
+    "get_adv_estimator_fn",
+    "get_kl_controller",
+    "get_policy_loss_fn",
+    "kl_penalty",
+    "loss_normalizer_counts",
+    "masked_mean",
+    "masked_sum",
+    "masked_var",
+    "masked_whiten",
+    "micro_batch_loss_weight",
+    "register_adv_est",
+    "register_policy_loss",
+]
