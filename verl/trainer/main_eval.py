@@ -17,14 +17,12 @@ message is kept): one bad response never stops the evaluation.
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from typing import Any
 
 from omegaconf import DictConfig
 
-from verl.utils.cli import run_cli
-from verl.utils.config import load_config
+from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.parquet import get_nested, read_parquet_rows
 from verl.utils.evaluation import evaluate_greedy_accuracy, score_to_float
 from verl.utils.model import load_causal_lm, load_tokenizer
@@ -127,7 +125,9 @@ def run_eval(config: DictConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    config = load_config("evaluation", sys.argv[1:] if argv is None else argv)
+    config = job_config("evaluation", argv, "verl.trainer.main_eval", __doc__)
+    if config is None:  # --help or --cfg job: printed, nothing to run
+        return None
     result = run_eval(config)
     if config.data.path:
         scores = {k: round(v, 4) for k, v in result.items() if k.startswith(("test_score/", "pass@n/"))}

@@ -13,20 +13,21 @@ name and renamed, so an interrupted run never leaves a half-written output.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import sys
 import time
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from verl.utils.cli import run_cli
-from verl.utils.config import ConfigError, load_config
+from verl.utils.cli import job_config, run_cli
+from verl.utils.config import ConfigError, omega_conf_to_dataclass
 from verl.utils.dataset.parquet import Row, get_nested, prompt_to_messages, read_parquet_rows, render_prompt
 from verl.utils.dataset.rl_dataset import collate_prompts
 from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer
+from verl.workers.config import RolloutConfig
 from verl.workers.fsdp_workers import stop_token_ids
 from verl.workers.rollout.hf_rollout import HFRollout
 
@@ -85,18 +86,9 @@ def generate_responses(config: DictConfig) -> dict[str, Any]:
     if not rows:
         raise ValueError(f"data.path={d.path}: no rows to generate for")
     prompt_ids = tokenize_prompts(rows, tokenizer, d.prompt_key, r.prompt_length)
-    rollout_config = {
-        "temperature": r.temperature,
-        "top_k": r.top_k if r.top_k > 0 else -1,  # verl's hf rollout writes 0 for "off"
-        "top_p": r.top_p,
-        "do_sample": r.do_sample,
-        "response_length": r.response_length,
-        "ignore_eos": r.ignore_eos,
-        "dtype": r.dtype,
-    }
-    rollout = HFRollout(
-        model, rollout_config, tokenizer.pad_token_id, stop_token_ids(m.path, tokenizer), seed=int(config.seed)
-    )
+    rollout_config = omega_conf_to_dataclass(r, RolloutConfig)
+    rollout_config = dataclasses.replace(rollout_config, top_k=r.top_k if r.top_k > 0 else -1)  # verl writes 0 for off
+    rollout = HFRollout(model, rollout_config, tokenizer.pad_token_id, stop_token_ids(m.path, tokenizer), config.seed)
     n = int(d.n_samples)
     responses: list[list[str]] = []
     tokens = 0
@@ -141,7 +133,9 @@ def write_responses(rows: list[Row], responses: list[list[str]], output_path: st
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    config = load_config("generation", sys.argv[1:] if argv is None else argv)
+    config = job_config("generation", argv, "verl.trainer.main_generation", __doc__)
+    if config is None:  # --help or --cfg job: printed, nothing to run
+        return None
     summary = generate_responses(config)
     print(
         f"wrote {summary['responses']} responses to {summary['rows']} prompts ({config.data.n_samples} each) in "

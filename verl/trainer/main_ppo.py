@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl.single_controller.ray.base import WorkerGroupError
+from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
-from verl.trainer.ppo.ray_trainer import RayPPOTrainer, uses_critic, uses_reference_policy
-from verl.utils.cli import run_cli
-from verl.utils.config import load_config
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping, init_workers
+from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.model import import_external_lib, load_tokenizer
 from verl.utils.ported_keys import apply_deprecated_micro_batch_sizes, warn_ported_keys
@@ -48,10 +47,8 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
         )
     # verl passes custom_reward_function.reward_kwargs to the function; reward_model.reward_kwargs too
     kwargs: dict[str, Any] = {}
-    for key in ("reward_model.reward_kwargs", "custom_reward_function.reward_kwargs"):
-        node = OmegaConf.select(config, key)
-        if node is not None:
-            kwargs.update(OmegaConf.to_container(node, resolve=True))
+    for node in (config.reward_model.reward_kwargs, config.custom_reward_function.reward_kwargs):
+        kwargs.update(OmegaConf.to_container(node, resolve=True))
     common = dict(
         tokenizer=tokenizer,
         compute_score=compute_score,
@@ -63,32 +60,10 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
 
 
 def build_workers(config: DictConfig, total_steps: int, tokenizer=None) -> tuple[dict[str, Any], Any]:
-    """The role workers of ``trainer.backend`` and the backend handle (None for local; Ray: shutdown, overhead)."""
-    if config.trainer.backend == "ray":
-        from verl.trainer.ppo.ray_backend import build_ray_workers
-
-        return build_ray_workers(config, total_steps, tokenizer)
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
-
-    os.environ["VERL_DEVICE"] = config.trainer.device  # the workers' device (verl.single_controller.base.Worker)
-    if config.trainer.device == "cpu" and config.trainer.get("cpu_retain_freed_memory", True):
-        from verl.utils.cpu_malloc import retain_freed_memory
-
-        retain_freed_memory()
-    seed = config.trainer.seed
-    role = "actor_rollout_ref" if uses_reference_policy(config) else "actor_rollout"
-    workers: dict[str, Any] = {
-        "actor_rollout": ActorRolloutRefWorker(config.actor_rollout_ref, role, total_steps, seed)
-    }
-    if uses_critic(config):
-        workers["critic"] = CriticWorker(config.critic, total_steps, seed)
-    for w in workers.values():
-        w.init_model()
-    if config.reward_model.enable:
-        rm = RewardModelWorker(config.reward_model, workers["actor_rollout"].tokenizer)
-        rm.init_model()
-        workers["rm"] = rm
-    return workers, None
+    """The role workers on ``trainer.backend`` (one path for both: ``verl.trainer.ppo.roles``), by handle, and the
+    backend (overhead accounting, shutdown)."""
+    roles = build_role_worker_mapping(config, total_steps, tokenizer)
+    return init_workers(config, roles, build_resource_pool_manager(config, roles))
 
 
 def total_training_steps(config: DictConfig, dataset_len: int) -> int:
@@ -114,7 +89,7 @@ def build_dataset(config: DictConfig, files, tokenizer, key: str = "data.train_f
             d.truncation,
             d.return_raw_chat,
             reward_fn_key=d.reward_fn_key,
-            max_samples=int(d.get("val_max_samples" if key == "data.val_files" else "train_max_samples", -1) or -1),
+            max_samples=d.val_max_samples if key == "data.val_files" else d.train_max_samples,
             # verl draws the subset at random when the data is shuffled, else takes the first rows
             sample_seed=(d.seed if d.seed is not None else config.trainer.seed) if d.shuffle else None,
         )
@@ -152,10 +127,8 @@ def build_trainer(
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         f.write(OmegaConf.to_yaml(config))
     model_cfg = config.actor_rollout_ref.model
-    import_external_lib(model_cfg.get("external_lib"))
-    tokenizer = load_tokenizer(
-        config.data.tokenizer or model_cfg.path, trust_remote_code=bool(model_cfg.get("trust_remote_code", False))
-    )
+    import_external_lib(model_cfg.external_lib)
+    tokenizer = load_tokenizer(config.data.tokenizer or model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     train_ds = build_dataset(config, config.data.train_files, tokenizer)
     val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
     steps = total_training_steps(config, len(train_ds))
@@ -189,7 +162,9 @@ def run_ppo(config: DictConfig, callbacks: list | None = None, **build_kwargs: A
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    config = load_config("ppo_trainer", sys.argv[1:] if argv is None else argv)
+    config = job_config("ppo_trainer", argv, "verl.trainer.main_ppo", __doc__)
+    if config is None:  # --help or --cfg job: printed, nothing to run
+        return None
     result = run_ppo(config)
     history = result["history"].get("val-core/acc", [])
     if history and config.trainer.val_only:

@@ -21,8 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from verl.utils.checkpoint import save_hf_checkpoint
-from verl.utils.cli import run_cli
-from verl.utils.config import ConfigError, load_config
+from verl.utils.cli import job_config, run_cli
+from verl.utils.config import ConfigError
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
 from verl.utils.evaluation import evaluate_greedy_accuracy
@@ -187,7 +187,9 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    config = load_config("sft_trainer", sys.argv[1:] if argv is None else argv)
+    config = job_config("sft_trainer", argv, "verl.trainer.main_sft", __doc__)
+    if config is None:  # --help or --cfg job: printed, nothing to run
+        return None
     result = run_sft(config)
     for s in result["samples"][:3]:
         print(f"  sample: {s['prompt']!r} -> {s['response']!r} (truth {s['ground_truth']}, score {s['score']})")

@@ -1,12 +1,25 @@
-"""Entry-point wrapper: a user's input error ends the program with one clear line, not a traceback."""
+"""Command lines of the config-driven jobs (``main_ppo``, ``main_sft``, ``main_eval``, ``main_generation``).
+
+Every job takes ``key=value`` overrides and ``--config FILE.yaml``; ``--help`` prints its usage and config sections
+(``--help SECTION`` lists a section's keys with defaults and meanings), and ``--cfg job`` (Hydra's flag; also
+``--print-config``) prints the resolved config as YAML without running. A user's input error ends the program with
+one clear line (``error: ...``), not a traceback.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
+from verl.utils.config import job_schema, load_config
+
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, KeyError, ValueError)
+PRINT_CONFIG = ("--cfg", "--print-config")
+REFERENCE = "docs/config_reference.md"
 
 
 def run_cli(main: Callable[[], Any], extra_errors: tuple[type[BaseException], ...] = ()) -> None:
@@ -16,3 +29,63 @@ def run_cli(main: Callable[[], Any], extra_errors: tuple[type[BaseException], ..
     except USER_ERRORS + extra_errors as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e  # KeyError's str() adds quotes
         sys.exit(f"error: {message}")
+
+
+def job_config(job: str, argv: Sequence[str] | None, module: str, summary: str) -> DictConfig | None:
+    """The job's loaded config from ``argv`` (``sys.argv[1:]`` when None); None after printing help or the config
+    (``--help [SECTION]``, ``--cfg job``), when there is nothing to run. ``module``: the job's ``python -m`` name."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    prog = sys.argv[0] if sys.argv and sys.argv[0].startswith("verl ") else f"python -m {module}"
+    if args and args[0] in ("-h", "--help"):
+        print(job_help(job, prog, summary, section=args[1] if len(args) > 1 else None))
+        return None
+    show = [a for a in args if a in PRINT_CONFIG or a.startswith(tuple(f"{p}=" for p in PRINT_CONFIG))]
+    if show:
+        rest = [a for a in args if a not in show]
+        if "--cfg" in show and rest and rest[0] in ("job", "all"):  # Hydra's --cfg job / --cfg all
+            rest = rest[1:]
+        print(OmegaConf.to_yaml(load_config(job, rest)), end="")
+        return None
+    return load_config(job, args)
+
+
+def job_help(job: str, prog: str, summary: str, section: str | None = None) -> str:
+    """Usage and config sections of ``job``; with ``section``, that section's keys, defaults and meanings."""
+    from verl.utils.config_reference import field_comments, key_rows
+
+    root = job_schema(job)
+    rows = key_rows(root)
+    if section is not None:
+        keys = [r for r in rows if r[0] == section or r[0].startswith(section + ".")]
+        if not keys:
+            sections = ", ".join(k for k, _, group in rows if group and "." not in k)
+            return f"{prog}: no config section or key {section!r}; sections: {sections}"
+        defaults = OmegaConf.to_container(load_config(job), resolve=True)
+        lines = [f"{prog}: keys under {section} (default, meaning)", ""]
+        for key, comment, group in keys:
+            if not group:
+                value = OmegaConf.select(OmegaConf.create(defaults), key)
+                lines.append(f"  {key}={_inline(value)}\n      {comment}")
+        return "\n".join(lines)
+    comments = field_comments(root)
+    lines = [
+        f"usage: {prog} [key=value ...] [--config FILE.yaml ...] [--cfg job] [--help [SECTION]]",
+        "",
+        summary.strip(),
+        "",
+        f"Config sections (override any key as section.key=value; every key, default and meaning: {REFERENCE}):",
+    ]
+    for key, comment, group in rows:
+        if "." not in key:
+            lines.append(f"  {key + ('.*' if group else ''):28s} {comments.get(key, comment)}")
+    lines += [
+        "",
+        f"  --help SECTION    the keys of one section, e.g. {prog} --help {next(k for k, _, g in rows if g)}",
+        "  --cfg job         print the resolved config (defaults, --config files and overrides) and exit",
+        "  --config FILE     a YAML file of overrides (repeatable; key=value arguments win over it)",
+    ]
+    return "\n".join(lines)
+
+
+def _inline(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value

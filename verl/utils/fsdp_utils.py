@@ -36,22 +36,22 @@ def _dtype(name: str | None, default: torch.dtype) -> torch.dtype:
 def apply_fsdp2(module: torch.nn.Module, fsdp_config: Any, device: torch.device) -> torch.nn.Module:
     """Shard ``module`` in place over all ranks of the default process group; returns it (now an FSDPModule).
 
-    ``fsdp_config`` keys: ``mixed_precision.{param_dtype, reduce_dtype}`` (compute and gradient-reduction dtypes;
+    ``fsdp_config`` (a ``verl.workers.config.FSDPEngineConfig``): ``mixed_precision.{param_dtype, reduce_dtype}`` (compute and gradient-reduction dtypes;
     null: bf16 compute on CUDA, fp32 on CPU; reduction fp32), ``param_offload`` / ``optimizer_offload`` (keep shards,
     gradients and the optimizer step on CPU between uses: CUDA only, a no-op on CPU) and ``reshard_after_forward``.
     """
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-    mp_cfg = fsdp_config.get("mixed_precision") or {}
-    param_dtype = _dtype(mp_cfg.get("param_dtype"), torch.bfloat16 if device.type == "cuda" else torch.float32)
-    reduce_dtype = _dtype(mp_cfg.get("reduce_dtype"), torch.float32)
+    mp_cfg = fsdp_config.mixed_precision
+    param_dtype = _dtype(mp_cfg.param_dtype, torch.bfloat16 if device.type == "cuda" else torch.float32)
+    reduce_dtype = _dtype(mp_cfg.reduce_dtype, torch.float32)
     mp_policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype, cast_forward_inputs=True)
-    offload = fsdp_config.get("param_offload", False) or fsdp_config.get("optimizer_offload", False)
+    offload = fsdp_config.param_offload or fsdp_config.optimizer_offload
     kwargs: dict[str, Any] = {
         "mesh": init_device_mesh(device.type, (dist.get_world_size(),)),
         "mp_policy": mp_policy,
-        "reshard_after_forward": bool(fsdp_config.get("reshard_after_forward", True)),
+        "reshard_after_forward": fsdp_config.reshard_after_forward,
     }
     if offload and device.type == "cuda":
         kwargs["offload_policy"] = CPUOffloadPolicy()

@@ -22,10 +22,12 @@ import torch
 from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
 from verl.utils.checkpoint import save_hf_checkpoint
+from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.fsdp_utils import apply_fsdp2, full_state_dict, load_dcp, local_state_bytes, save_dcp
 from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
 from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RefConfig, RewardModelConfig, RolloutConfig
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.rollout.hf_rollout import HFRollout
 
@@ -49,33 +51,21 @@ def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
     )
 
 
-def _override_config(model_cfg) -> dict:
-    """``model.override_config`` as a plain dict (verl's key: model-config attributes replaced at load)."""
-    from omegaconf import OmegaConf
-
-    value = model_cfg.get("override_config") or {}
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else dict(value)
-
-
-def _fsdp_config(cfg) -> dict:
-    return dict(cfg.get("fsdp_config") or {})
-
-
-def _log_prob_pass(data: DataProto, cfg, temperature: float) -> DataProto:
+def _log_prob_pass(data: DataProto, cfg: RolloutConfig | RefConfig, temperature: float) -> DataProto:
     """``data`` (same tensors) with this role's pass settings in a new ``meta_info``: micro-batch rows, token-budget
     micro-batches (``log_prob_use_dynamic_bsz``, ``log_prob_max_token_len_per_gpu``) and the temperature. The
     caller's own keys win; its ``meta_info`` is never written, so one role's settings cannot leak into the next
     role's pass when workers run in the controller's process."""
     defaults = {
         "micro_batch_size": cfg.log_prob_micro_batch_size_per_gpu,
-        "use_dynamic_bsz": bool(cfg.get("log_prob_use_dynamic_bsz", False)),
-        "max_token_len": cfg.get("log_prob_max_token_len_per_gpu", None),
+        "use_dynamic_bsz": cfg.log_prob_use_dynamic_bsz,
+        "max_token_len": cfg.log_prob_max_token_len_per_gpu,
         "temperature": temperature,
     }
     return DataProto(dict(data.batch or {}), data.non_tensor_batch, {**defaults, **data.meta_info})
 
 
-def log_prob_temperature(rollout_cfg) -> float:
+def log_prob_temperature(rollout_cfg: RolloutConfig) -> float:
     """The temperature log-probs are scored at: ``rollout.temperature``, or 1 where it is <= 0 (greedy sampling,
     as in vLLM: the policy's own distribution, not a division by zero)."""
     temperature = float(rollout_cfg.temperature)
@@ -128,7 +118,7 @@ class ActorRolloutRefWorker(Worker):
     """``role``: ``actor_rollout``, ``actor_rollout_ref`` or ``ref``."""
 
     def __init__(self, config, role: str = "actor_rollout", total_training_steps: int = 1, seed: int = 0):
-        self.config = config
+        self.config: ActorRolloutRefConfig = omega_conf_to_dataclass(config, ActorRolloutRefConfig)
         self.role = role
         self._is_actor = role.startswith("actor")
         self._is_ref = role.endswith("ref")
@@ -138,27 +128,16 @@ class ActorRolloutRefWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         cfg = self.config
-        import_external_lib(cfg.model.get("external_lib"))
-        remote_code = bool(cfg.model.get("trust_remote_code", False))
-        self.tokenizer = load_tokenizer(cfg.model.path, trust_remote_code=remote_code)
+        import_external_lib(cfg.model.external_lib)
+        self.tokenizer = load_tokenizer(cfg.model.path, trust_remote_code=cfg.model.trust_remote_code)
         if self._is_actor:
-            self.actor_module = load_causal_lm(
-                cfg.model.path,
-                dtype=cfg.model.dtype,
-                override_config=_override_config(cfg.model),
-                trust_remote_code=remote_code,
-            )
+            self.actor_module = self._load_policy()
             if cfg.model.enable_gradient_checkpointing:
                 self.actor_module.gradient_checkpointing_enable()
             if self.distributed:
-                apply_fsdp2(self.actor_module, _fsdp_config(cfg.actor), self.device)
+                apply_fsdp2(self.actor_module, cfg.actor.fsdp_config, self.device)
                 # the rollout's own full-weight module: filled from the shards before each generation, then freed
-                self.rollout_module = load_causal_lm(
-                    cfg.model.path,
-                    dtype=cfg.model.dtype,
-                    override_config=_override_config(cfg.model),
-                    trust_remote_code=remote_code,
-                ).to(self.device)
+                self.rollout_module = self._load_policy().to(self.device)
                 _set_params(self.rollout_module, None)
             else:
                 self.actor_module.to(self.device)
@@ -170,8 +149,8 @@ class ActorRolloutRefWorker(Worker):
                 cfg.actor,
                 self.actor_module,
                 self.actor_optimizer,
-                use_remove_padding=cfg.model.get("use_remove_padding", False),
-                use_shared_prefix=cfg.model.get("use_shared_prefix", True),
+                use_remove_padding=cfg.model.use_remove_padding,
+                use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
             self.rollout = HFRollout(
@@ -182,24 +161,25 @@ class ActorRolloutRefWorker(Worker):
                 seed=self.seed,
             )
         if self._is_ref:
-            self.ref_module = load_causal_lm(
-                cfg.model.path,
-                dtype=cfg.model.dtype,
-                override_config=_override_config(cfg.model),
-                trust_remote_code=remote_code,
-            )
+            self.ref_module = self._load_policy()
             self.ref_module.requires_grad_(False)
             if self.distributed:
-                apply_fsdp2(self.ref_module, _fsdp_config(cfg.ref), self.device)
+                apply_fsdp2(self.ref_module, cfg.ref.fsdp_config, self.device)
             else:
                 self.ref_module.to(self.device)
             self.ref_policy = DataParallelPPOActor(
                 cfg.actor,
                 self.ref_module,
-                use_remove_padding=cfg.model.get("use_remove_padding", False),
-                use_shared_prefix=cfg.model.get("use_shared_prefix", True),
+                use_remove_padding=cfg.model.use_remove_padding,
+                use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
+
+    def _load_policy(self) -> torch.nn.Module:
+        m = self.config.model
+        return load_causal_lm(
+            m.path, dtype=m.dtype, override_config=dict(m.override_config), trust_remote_code=m.trust_remote_code
+        )
 
     def _gather_rollout_weights(self) -> None:
         if self.rollout_module is not self.actor_module:
@@ -286,7 +266,7 @@ class ActorRolloutRefWorker(Worker):
 
 class CriticWorker(Worker):
     def __init__(self, config, total_training_steps: int = 1, seed: int = 0):
-        self.config = config
+        self.config: FSDPCriticConfig = omega_conf_to_dataclass(config, FSDPCriticConfig)
         self.total_training_steps = max(1, total_training_steps)
         self.seed = seed
 
@@ -296,8 +276,8 @@ class CriticWorker(Worker):
         from transformers.utils import logging as hf_logging
 
         cfg = self.config
-        import_external_lib(cfg.model.get("external_lib"))
-        remote_code = bool(cfg.model.get("trust_remote_code", False))
+        import_external_lib(cfg.model.external_lib)
+        remote_code = cfg.model.trust_remote_code
         path = resolve_model_path(cfg.model.path)
         hf_logging.disable_progress_bar()
         with torch.random.fork_rng(devices=[]):
@@ -316,7 +296,7 @@ class CriticWorker(Worker):
         if cfg.model.enable_gradient_checkpointing:
             self.critic_module.gradient_checkpointing_enable()
         if self.distributed:
-            apply_fsdp2(self.critic_module, _fsdp_config(cfg.model), self.device)
+            apply_fsdp2(self.critic_module, cfg.model.fsdp_config, self.device)
         else:
             self.critic_module.to(self.device)
         self.tokenizer = load_tokenizer(path)
@@ -381,15 +361,15 @@ class RewardModelWorker(Worker):
     """
 
     def __init__(self, config, policy_tokenizer):
-        self.config = config
+        self.config: RewardModelConfig = omega_conf_to_dataclass(config, RewardModelConfig)
         self.policy_tokenizer = policy_tokenizer
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        import_external_lib(self.config.model.get("external_lib"))
-        remote_code = bool(self.config.model.get("trust_remote_code", False))
+        import_external_lib(self.config.model.external_lib)
+        remote_code = self.config.model.trust_remote_code
         path = resolve_model_path(self.config.model.path)
         self.rm_tokenizer = AutoTokenizer.from_pretrained(
             self.config.model.input_tokenizer or path, trust_remote_code=remote_code

@@ -1,11 +1,12 @@
-"""Stub workers for tests of the controller's own bookkeeping (`RayPPOTrainer` rollout/reward/advantage path)
+"""Stub workers for tests of the controller's own bookkeeping (`RayPPOTrainer` generate/reward/advantage stages)
 without a model: every response is R tokens of 7, prompts are P tokens of 1."""
 
 import torch
-from omegaconf import OmegaConf
 
 from verl.protocol import DataProto
+from verl.trainer.ppo.metric_utils import StepTimer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from verl.utils.config import load_config
 
 P, R = 3, 4
 
@@ -41,15 +42,24 @@ class PromptLoader:
         )
 
 
+def _dotted(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in tree.items():
+        out.update(_dotted(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
 def make_controller(config: dict, reward_fn, batch_size: int) -> RayPPOTrainer:
-    """A controller with only what `_rollout_batch`, `_compute_rewards` and `_data_metrics` read."""
+    """A controller at step 1 with only what `generate_and_score`, `compute_token_level_rewards` and the step's
+    metrics read; ``config`` overrides the ``ppo_trainer`` defaults."""
     t = RayPPOTrainer.__new__(RayPPOTrainer)
-    t.config = OmegaConf.create(config)
-    t.actor_rollout_wg, t.train_loader, t.reward_fn, t.use_rm, t.reward_hooks = (
+    t.config = load_config("ppo_trainer", overrides=_dotted(config))
+    t.actor_rollout_wg, t.train_loader, t.reward_fn, t.rm_wg, t.reward_hooks = (
         SameResponseWorkers(),
         PromptLoader(batch_size),
         reward_fn,
-        False,
+        None,
         [],
     )
+    t.metrics, t.timer, t.global_steps, t.callbacks = {}, StepTimer(), 1, []
     return t

@@ -5,6 +5,7 @@ import pytest
 import torch
 from controller_stubs import R, make_controller
 
+from verl.trainer.ppo.advantage import compute_token_level_rewards
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
 
@@ -31,8 +32,7 @@ def test_greedy_equal_to_samples_gives_zero_advantage(temp, overlong):
         "data": {"train_batch_size": 2, "max_response_length": R},
     }
     t = make_controller(config, _score_one, batch_size=2)
-    metrics = {}
-    batch = t._compute_rewards(t._rollout_batch(metrics, {}), metrics)
+    batch, _ = compute_token_level_rewards(t.generate_and_score(), t.config.algorithm)
     batch = compute_advantage(batch, "remax", 1.0, 1.0, True, config=t.config.algorithm)
     expected_reward = (1.0 - (0.5 if overlong else 0.0)) / temp  # length R = L_max: penalty -factor
     torch.testing.assert_close(batch.batch["token_level_rewards"].sum(-1), torch.full((4,), expected_reward))

@@ -1,4 +1,18 @@
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.single_controller.base.worker import Worker
+from verl.single_controller.base.worker_group import (
+    ClassWithInitArgs,
+    LocalWorkerGroup,
+    RoleWorkerGroup,
+    WorkerGroupError,
+)
 
-__all__ = ["Dispatch", "Worker", "register"]
+__all__ = [
+    "ClassWithInitArgs",
+    "Dispatch",
+    "LocalWorkerGroup",
+    "RoleWorkerGroup",
+    "Worker",
+    "WorkerGroupError",
+    "register",
+]

@@ -95,6 +95,14 @@ def dp_row_order(data: DataProto, world_size: int, what: str) -> list[list[int]]
     return per_rank
 
 
+def with_mini_batch_rows(batch: DataProto, ppo_mini_batch_size: int) -> DataProto:
+    """``batch`` (same tensors, new ``meta_info``) with the ``mini_batch_rows`` hint of `dp_row_order`:
+    ``ppo_mini_batch_size`` prompts x ``meta_info["rollout_n"]`` responses per optimizer mini-batch."""
+    rows = ppo_mini_batch_size * batch.meta_info.get("rollout_n", 1)
+    meta = {**batch.meta_info, "mini_batch_rows": rows}
+    return DataProto(batch=batch.batch, non_tensor_batch=batch.non_tensor_batch, meta_info=meta)
+
+
 def dispatch_args(
     mode: Dispatch, world_size: int, args: tuple, kwargs: dict, what: str, pad: bool = False
 ) -> tuple[list[tuple[tuple, dict]], int, list[int] | None]:

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
+
+DEVICES = ("cpu", "cuda")
 
 
 class Worker:
     """Rank and world size come from the process group when one is up (Ray backend: one process per rank), else
-    the worker is the only rank (local backend)."""
+    the worker is the only rank (local backend). The device is bound by the worker group that builds the worker
+    (``bind_device``); a worker built by hand outside a group runs on the CPU."""
+
+    _device: torch.device | None = None
+
+    def bind_device(self, device: str) -> None:
+        """Run on ``device`` (``cpu`` or ``cuda``: this process's current CUDA device). A CUDA request on a machine
+        whose torch sees no CUDA device is an error, never a silent CPU run."""
+        if device not in DEVICES:
+            raise ValueError(f"worker device {device!r}: use one of {DEVICES}")
+        if device == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError(
+                    f"{type(self).__name__}: trainer.device=cuda but torch sees no CUDA device in this process "
+                    "(check the GPUs and torch's build, or use trainer.device=cpu)"
+                )
+            self._device = torch.device("cuda", torch.cuda.current_device())
+        else:
+            self._device = torch.device("cpu")
 
     @property
     def rank(self) -> int:
@@ -25,9 +43,7 @@ class Worker:
 
     @property
     def device(self) -> torch.device:
-        if os.environ.get("VERL_DEVICE", "cpu") == "cuda" and torch.cuda.is_available():
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
+        return self._device if self._device is not None else torch.device("cpu")
 
     def to_device(self, data):
         """``data`` (a DataProto) on this worker's device, as a new object (the caller's batch stays where it is);

@@ -4,7 +4,8 @@ from verl.single_controller.ray.base import (
     RayClassWithInitArgs,
     RayResourcePool,
     RayWorkerGroup,
+    RoleWorkerGroup,
     WorkerGroupError,
 )
 
-__all__ = ["RayClassWithInitArgs", "RayResourcePool", "RayWorkerGroup", "WorkerGroupError"]
+__all__ = ["RayClassWithInitArgs", "RayResourcePool", "RayWorkerGroup", "RoleWorkerGroup", "WorkerGroupError"]

@@ -16,25 +16,18 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from verl.single_controller.base.decorator import collect_results, dispatch_args, registered_methods
+from verl.single_controller.base.worker_group import ClassWithInitArgs, RoleWorkerGroup, WorkerGroupError
 from verl.utils.import_utils import require
 
-
-class WorkerGroupError(RuntimeError):
-    """A worker of a group died or raised during a call; the group has been stopped."""
+__all__ = ["RayClassWithInitArgs", "RayResourcePool", "RayWorkerGroup", "RoleWorkerGroup", "WorkerGroupError"]
 
 
-@dataclass
-class RayClassWithInitArgs:
-    """A role's worker class and the arguments each rank constructs it with."""
-
-    cls: type
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
+class RayClassWithInitArgs(ClassWithInitArgs):
+    """A role's worker class and its constructor arguments, built inside each Ray worker process (verl's name)."""
 
 
 class RayResourcePool:
@@ -141,8 +134,8 @@ class WorkerProcess:
             timeout=timedelta(seconds=timeout_s),
         )
 
-    def add_role(self, name: str, spec: RayClassWithInitArgs) -> None:
-        self.workers[name] = spec.cls(*spec.args, **spec.kwargs)
+    def add_role(self, name: str, spec: ClassWithInitArgs, device: str) -> None:
+        self.workers[name] = spec.build(device)
 
     def execute(self, role: str, method: str, args: tuple, kwargs: dict) -> tuple[Any, float]:
         """Run ``role.method(*args, **kwargs)``; returns the result and its compute seconds on this rank."""
@@ -157,7 +150,7 @@ class RayWorkerGroup:
     def __init__(
         self,
         resource_pool: RayResourcePool,
-        roles: dict[str, RayClassWithInitArgs],
+        roles: dict[str, ClassWithInitArgs],
         device: str = "cpu",
         env: dict[str, str] | None = None,
         num_threads: int = 1,
@@ -172,7 +165,7 @@ class RayWorkerGroup:
         self.overhead_s = 0.0  # driver wall time of calls minus the slowest rank's compute: Ray + transfer cost
         self.calls = 0
         self._alive = True
-        env = {**(env or {}), "VERL_DEVICE": device}
+        env = dict(env or {})
         remote = ray.remote(WorkerProcess)
         self.workers = []
         for rank, (pg, index) in enumerate(resource_pool.bundles()):
@@ -194,7 +187,7 @@ class RayWorkerGroup:
             "init_process_group",
         )
         for name, spec in roles.items():
-            self._get([w.add_role.remote(name, spec) for w in self.workers], name, "__init__")
+            self._get([w.add_role.remote(name, spec, device) for w in self.workers], name, "__init__")
 
     def role(self, name: str) -> RoleWorkerGroup:
         if name not in self.roles:
@@ -276,20 +269,3 @@ class RayWorkerGroup:
                 ray.kill(w, no_restart=True)
             except Exception:
                 pass
-
-
-class RoleWorkerGroup:
-    """The controller's view of one role in a `RayWorkerGroup`: its ``@register``-ed methods, as plain calls."""
-
-    def __init__(self, group: RayWorkerGroup, role: str):
-        self._group, self._role = group, role
-        self._methods = registered_methods(group.roles[role].cls)
-
-    @property
-    def world_size(self) -> int:
-        return self._group.world_size
-
-    def __getattr__(self, name: str):
-        if name.startswith("_") or name not in self._methods:
-            raise AttributeError(f"role '{self._role}' has no registered method {name!r}")
-        return lambda *args, **kwargs: self._group.execute(self._role, name, *args, **kwargs)

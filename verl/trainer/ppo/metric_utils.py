@@ -87,3 +87,36 @@ def compute_throughput_metrics(batch: DataProto, timing_raw: dict[str, float], n
 def reduce_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """Lists (one value per micro-batch) become their mean."""
     return {k: float(np.mean(v)) if isinstance(v, (list, tuple)) else v for k, v in metrics.items()}
+
+
+class StepTimer:
+    """Wall seconds of one step's stages (``timing_s/<stage>``): ``with timer("gen"): ...``; a stage timed twice (a
+    DAPO refill) adds up."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str):
+        return marked_timer(name, self.seconds)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+
+def step_data_metrics(
+    batch: DataProto, timing_raw: dict[str, float], use_critic: bool, n_gpus: int
+) -> dict[str, float]:
+    """Everything a step logs about its batch: data metrics, the overlong penalty and the reward function's own
+    numeric fields (``reward/<key>/mean``), stage timings and throughput."""
+    from verl.trainer.ppo.sample_log import finite_numbers
+
+    metrics = compute_data_metrics(batch, use_critic)
+    if "overlong_penalty" in batch.batch:
+        metrics["reward/overlong_penalty_mean"] = batch.batch["overlong_penalty"].mean().item()
+    for key in batch.meta_info.get("reward_extra_keys", []):
+        values = finite_numbers(batch.non_tensor_batch.get(key, []))
+        if values:
+            metrics[f"reward/{key}/mean"] = float(np.mean(values))
+    metrics.update(compute_timing_metrics(batch, timing_raw))
+    metrics.update(compute_throughput_metrics(batch, timing_raw, n_gpus))
+    return metrics

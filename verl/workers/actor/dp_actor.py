@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
+from verl import core_algos
 from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos
+from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.fsdp_utils import all_reduce_max, all_reduce_sum, clip_grad_norm, dp_size
 from verl.utils.model import forward_signature
 from verl.utils.remove_padding import (
@@ -26,6 +27,7 @@ from verl.utils.seqlen_balancing import get_reverse_idx, rearrange_micro_batches
 from verl.utils.shared_prefix import shared_prefix_response_logits
 from verl.utils.torch_dtypes import autocast_context as torch_autocast
 from verl.utils.torch_functional import logprobs_and_entropy_from_logits
+from verl.workers.config import FSDPActorConfig
 
 logger = logging.getLogger(__name__)
 
@@ -114,18 +116,22 @@ def make_micro_batches(
 
 
 class DataParallelPPOActor:
-    """``compute_log_prob`` (with entropy) and ``update_policy`` over an HF causal LM."""
+    """``compute_log_prob`` (with entropy) and ``update_policy`` over an HF causal LM.
+
+    ``config``: the actor section (``FSDPActorConfig``, or a mapping of its keys). ``use_remove_padding`` and
+    ``use_shared_prefix`` choose the forward pass; off here means the plain padded pass (the reference the fast
+    paths are tested against), and the worker passes ``actor_rollout_ref.model``'s settings (on by default)."""
 
     def __init__(
         self,
-        config,
+        config: FSDPActorConfig | Any,
         actor_module: torch.nn.Module,
         actor_optimizer: torch.optim.Optimizer | None = None,
         use_remove_padding: bool = False,
         pad_token_id: int = 0,
         use_shared_prefix: bool = False,
     ):
-        self.config = config
+        self.config: FSDPActorConfig = omega_conf_to_dataclass(config, FSDPActorConfig)
         self.actor_module = actor_module
         self._warned_agg_mode = False
         self.actor_optimizer = actor_optimizer
@@ -144,7 +150,7 @@ class DataParallelPPOActor:
         else padded (plain); under ``autocast_dtype`` when set. The entropy carries a
         gradient only with ``entropy_grad``."""
         r = b["responses"]
-        with autocast_context(self.actor_module, self.config.get("autocast_dtype", "fp32")):
+        with autocast_context(self.actor_module, self.config.autocast_dtype):
             flat = None  # (logits (T, V), index with rows/cols/labels) of real response tokens only
             if self.use_shared_prefix:
                 flat = shared_prefix_response_logits(self.actor_module, b, r.shape[1], temperature)
@@ -222,7 +228,7 @@ class DataParallelPPOActor:
             keys.append("old_log_probs")
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
-        if cfg.get("tis_imp_ratio_cap", -1) > 0:
+        if cfg.tis_imp_ratio_cap > 0:
             if "rollout_log_probs" not in data.batch:
                 raise KeyError(
                     "actor.tis_imp_ratio_cap > 0 corrects the sampler/trainer mismatch with the sampler's own "
@@ -240,7 +246,7 @@ class DataParallelPPOActor:
                 "first (compute_log_prob)"
             )
         micro_bsz = cfg.ppo_micro_batch_size_per_gpu
-        loss_mode = cfg.policy_loss.get("loss_mode", "vanilla")
+        loss_mode = cfg.policy_loss.loss_mode
         policy_loss_fn = core_algos.get_policy_loss_fn(loss_mode)
         agg_mode = core_algos.effective_loss_agg_mode(loss_mode, cfg.loss_agg_mode)
         if agg_mode != cfg.loss_agg_mode and not self._warned_agg_mode:

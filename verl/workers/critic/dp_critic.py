@@ -6,11 +6,13 @@ from collections import defaultdict
 
 import torch
 
+from verl import core_algos
 from verl.protocol import DataProto
-from verl.trainer.ppo import core_algos
+from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.fsdp_utils import all_reduce_sum, clip_grad_norm, dp_size
 from verl.utils.torch_functional import masked_mean
 from verl.workers.actor.dp_actor import mini_batch_means
+from verl.workers.config import FSDPCriticConfig
 
 
 def forward_response_values(module, micro: dict[str, torch.Tensor], response_length: int) -> torch.Tensor:
@@ -26,8 +28,11 @@ def forward_response_values(module, micro: dict[str, torch.Tensor], response_len
 
 
 class DataParallelPPOCritic:
+    """Values of responses and the clipped value-loss update; ``config`` is the critic section (``FSDPCriticConfig``,
+    or a mapping of its keys)."""
+
     def __init__(self, config, critic_module: torch.nn.Module, critic_optimizer: torch.optim.Optimizer | None = None):
-        self.config = config
+        self.config: FSDPCriticConfig = omega_conf_to_dataclass(config, FSDPCriticConfig)
         self.critic_module = critic_module
         self.critic_optimizer = critic_optimizer
 

@@ -45,8 +45,10 @@ import torch
 import torch.nn.functional as F
 
 from verl.protocol import DataProto
+from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.model import forward_signature, output_cache
 from verl.utils.torch_dtypes import autocast_context
+from verl.workers.config import RolloutConfig
 from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
 from verl.workers.rollout.lean_decode import LeanDecoder
 
@@ -92,12 +94,18 @@ def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return idx.clamp(max=probs.shape[-1] - 1)
 
 
-def _cfg_get(config: Any, key: str, default: Any = None) -> Any:
-    """``config.get(key, default)`` for a dict, an omegaconf DictConfig or None; a stored None gives ``default``."""
-    if config is None:
-        return default
-    value = config.get(key, default)
-    return default if value is None else value
+def _as_rollout_config(config: RolloutConfig | Mapping | None) -> tuple[RolloutConfig, bool]:
+    """``config`` as a `RolloutConfig` (a mapping's missing keys take the schema's defaults), and whether it sets
+    ``response_length`` (a bare mapping may leave it to each call's ``meta_info``)."""
+    if isinstance(config, RolloutConfig):
+        return config, True
+    config = config if config is not None else {}
+    given = config.get("response_length") is not None
+    values = {k: v for k, v in dict(config).items() if v is not None or k in _NULLABLE}
+    return omega_conf_to_dataclass(values, RolloutConfig), given
+
+
+_NULLABLE = ("micro_batch_size", "max_model_len", "log_prob_micro_batch_size")
 
 
 def filter_logits(logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0) -> torch.Tensor:
@@ -155,10 +163,12 @@ class HFRollout:
 
     Args:
         module: the causal LM; generation uses it directly (the actor's weights, no copy).
-        config: dict-like rollout config (dict or DictConfig) with verl's keys ``temperature``, ``top_p``, ``top_k``,
-            ``response_length``, ``do_sample``, optional ``micro_batch_size`` (prompts per generation call; None: all)
-            and ``val_kwargs`` (``do_sample``, ``temperature``, ``top_p``, ``top_k``) used when
-            ``meta_info["validate"]`` is true.
+        config: a ``verl.workers.config.RolloutConfig``, or a mapping (dict or DictConfig) of its keys whose
+            missing keys take the schema's defaults (``response_length`` has none here: give it in the mapping or
+            in each call's ``meta_info``). Used: ``temperature``, ``top_p``, ``top_k``, ``do_sample``,
+            ``response_length``, ``micro_batch_size`` (prompts per generation call; None: all), ``val_kwargs``
+            (used when ``meta_info["validate"]`` is true), ``dtype``, ``ignore_eos`` and the fast-path switches
+            ``share_prompt_prefill``, ``preallocate_kv_cache``, ``fused_decode``.
         pad_token_id: fills responses after EOS.
         eos_token_id: one id or a list of ids that end a response.
         seed: with the call counter and each row's ``sample_index``, the only source of randomness of sampling.
@@ -181,7 +191,7 @@ class HFRollout:
         if eos_token_id is None:
             raise ValueError("HFRollout needs an eos_token_id (an int or a list of ints)")
         self.module = module
-        self.config = config if config is not None else {}
+        self.config, self._response_length_set = _as_rollout_config(config)
         self.pad_token_id = int(pad_token_id)
         eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
         if not eos:
@@ -192,7 +202,7 @@ class HFRollout:
         self.calls = 0  # sampling calls so far: the second key of every draw
         self._cache_kwarg, self._takes_logits_to_keep = forward_signature(module)
         # fused_decode: the one-token steps run through LeanDecoder (fewer, fused kernels; see lean_decode.py)
-        self._lean = LeanDecoder.build(module) if _cfg_get(self.config, "fused_decode", True) else None
+        self._lean = LeanDecoder.build(module) if self.config.fused_decode else None
 
     # ------------------------------------------------------------------------------------------------------ rng
 
@@ -220,18 +230,15 @@ class HFRollout:
     def _sampling_params(self, meta_info: Mapping) -> dict[str, Any]:
         cfg = self.config
         params = {
-            "do_sample": bool(_cfg_get(cfg, "do_sample", True)),
-            "temperature": float(_cfg_get(cfg, "temperature", 1.0)),
-            "top_p": float(_cfg_get(cfg, "top_p", 1.0)),
-            "top_k": int(_cfg_get(cfg, "top_k", -1)),
-            "response_length": _cfg_get(cfg, "response_length", None),
+            "do_sample": cfg.do_sample,
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "top_k": cfg.top_k,
+            "response_length": cfg.response_length if self._response_length_set else None,
         }
         if meta_info.get("validate", False):
-            val = _cfg_get(cfg, "val_kwargs", None)
-            for key in ("do_sample", "temperature", "top_p", "top_k"):
-                value = _cfg_get(val, key, None)
-                if value is not None:
-                    params[key] = value
+            val = cfg.val_kwargs
+            params.update(do_sample=val.do_sample, temperature=val.temperature, top_p=val.top_p, top_k=val.top_k)
         for key in ("do_sample", "temperature", "top_p", "top_k", "response_length"):
             if meta_info.get(key) is not None:
                 params[key] = meta_info[key]
@@ -286,7 +293,7 @@ class HFRollout:
         call = self.calls
         if params["do_sample"]:
             self.calls += 1  # greedy decoding consumes no randomness
-        micro = _cfg_get(self.config, "micro_batch_size", None)
+        micro = self.config.micro_batch_size
         micro = bs if micro is None or int(micro) <= 0 else int(micro)
         parts: list[dict[str, torch.Tensor]] = []
         module = self.module
@@ -319,7 +326,7 @@ class HFRollout:
 
     def _autocast(self):
         """``rollout.dtype: bf16``: sample under ``torch.autocast`` (the module's fp32 weights stay as they are)."""
-        name = _cfg_get(self.config, "dtype", "fp32")
+        name = self.config.dtype
         return autocast_context(self._device().type, name, key="actor_rollout_ref.rollout.dtype")
 
     def _forward(self, input_ids, attention_mask, position_ids, past_key_values):
@@ -344,9 +351,7 @@ class HFRollout:
         ``n`` times for its samples) are computed once and their KV cache and last logits copied to every copy: the
         same numbers, 1/n of the prefill work. The cache is then moved into preallocated buffers of ``capacity``
         positions (`kv_cache.preallocate`), so decoding writes in place instead of re-concatenating."""
-        shared = _cfg_get(self.config, "share_prompt_prefill", True) and not getattr(
-            self, "_rows_not_selectable", False
-        )
+        shared = self.config.share_prompt_prefill and not getattr(self, "_rows_not_selectable", False)
         if shared and ids.shape[0] > 1:
             rows = torch.cat([ids, mask.to(ids.dtype), pos.to(ids.dtype)], dim=1)
             unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
@@ -366,7 +371,7 @@ class HFRollout:
         return logits, cache
 
     def _preallocate(self, cache: Any, capacity: int) -> None:
-        if _cfg_get(self.config, "preallocate_kv_cache", True):
+        if self.config.preallocate_kv_cache:
             preallocate(cache, capacity)
 
     def _generate_chunk(
@@ -389,7 +394,7 @@ class HFRollout:
         mask = prompt_mask.to(device)
         pos = prompt_pos.to(device)
         # rollout.ignore_eos: no token ends a response early (an empty set matches nothing)
-        stop = [] if _cfg_get(self.config, "ignore_eos", False) else self.eos_token_ids
+        stop = [] if self.config.ignore_eos else self.eos_token_ids
         eos_ids = torch.tensor(stop, device=device, dtype=ids.dtype)
 
         responses = torch.full((n, resp_len), self.pad_token_id, dtype=ids.dtype, device=device)

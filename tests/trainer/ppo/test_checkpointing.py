@@ -1,4 +1,5 @@
-"""Checkpoint retention and auto-resume bookkeeping of `RayPPOTrainer`, with stub workers (no model)."""
+"""Checkpoint retention and auto-resume bookkeeping of a run directory (`verl.trainer.ppo.checkpointing`), with a stub
+worker group (no model)."""
 
 import logging
 import os
@@ -6,7 +7,7 @@ import os
 import pytest
 from omegaconf import OmegaConf
 
-from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from verl.trainer.ppo.checkpointing import RunCheckpoints
 
 
 class _StubWorkers:
@@ -16,14 +17,23 @@ class _StubWorkers:
             f.write("w")
 
 
-class _StubLoader:
-    def state_dict(self):
-        return {"epoch": 0, "batch_idx": 0}
+class _Run:
+    """A run at ``global_steps`` that saves ``actor/`` and a controller state the way the trainer does."""
+
+    def __init__(self, config):
+        self.config, self.global_steps = config, 0
+        self.checkpoints = RunCheckpoints(config.trainer)
+
+    def save(self):
+        state = {"global_steps": self.global_steps, "dataloader": {"epoch": 0, "batch_idx": 0}}
+        return self.checkpoints.save(self.global_steps, {"actor": _StubWorkers()}, state)
+
+    def find_resume_dir(self):
+        return self.checkpoints.find_resume_dir()
 
 
 def _trainer(root, keep_actor=None, keep_critic=None, resume_mode="auto"):
-    t = RayPPOTrainer.__new__(RayPPOTrainer)  # only the checkpoint bookkeeping is exercised
-    t.config = OmegaConf.create(
+    config = OmegaConf.create(
         {
             "trainer": {
                 "default_local_dir": str(root),
@@ -34,8 +44,7 @@ def _trainer(root, keep_actor=None, keep_critic=None, resume_mode="auto"):
             }
         }
     )
-    t.actor_rollout_wg, t.use_critic, t.train_loader, t.kl_ctrl_in_reward = _StubWorkers(), False, _StubLoader(), None
-    return t
+    return _Run(config)
 
 
 def _steps(root):
@@ -46,16 +55,16 @@ def test_keeps_the_newest_n(tmp_path):
     t = _trainer(tmp_path, keep_actor=2)
     for step in (1, 2, 3, 4):
         t.global_steps = step
-        t._save_checkpoint()
+        t.save()
     assert _steps(tmp_path) == [3, 4]
-    assert t._find_resume_dir() == str(tmp_path / "global_step_4")
+    assert t.find_resume_dir() == str(tmp_path / "global_step_4")
 
 
 def test_critic_limit_alone_prunes(tmp_path):
     t = _trainer(tmp_path, keep_critic=1)
     for step in (1, 2):
         t.global_steps = step
-        t._save_checkpoint()
+        t.save()
     assert _steps(tmp_path) == [2]
 
 
@@ -66,29 +75,29 @@ def test_later_checkpoints_of_an_abandoned_run_never_displace_the_new_one(tmp_pa
     with caplog.at_level(logging.WARNING):
         for step in (5, 10):
             t.global_steps = step
-            saved = t._save_checkpoint()
+            saved = t.save()
             assert os.path.isdir(saved)
     assert _steps(tmp_path) == [10, 100]  # step 5 pruned, the stale 100 left alone
     assert "later steps [100]" in caplog.text
-    assert t._find_resume_dir() == str(tmp_path / "global_step_10")  # auto-resume follows the latest save
+    assert t.find_resume_dir() == str(tmp_path / "global_step_10")  # auto-resume follows the latest save
 
 
 def test_latest_pointing_at_a_missing_directory_is_an_error_not_a_fresh_start(tmp_path):
     t = _trainer(tmp_path)
     t.global_steps = 3
-    t._save_checkpoint()
+    t.save()
     os.rename(tmp_path / "global_step_3", tmp_path / "moved")
     with pytest.raises(FileNotFoundError, match="names step '3'.*resume_mode"):
-        t._find_resume_dir()
+        t.find_resume_dir()
 
 
 def test_resume_path_given_as_the_run_directory_says_which_to_give(tmp_path):
     t = _trainer(tmp_path)
     t.global_steps = 2
-    t._save_checkpoint()
+    t.save()
     t.config.trainer.resume_mode = "resume_path"
     t.config.trainer.resume_from_path = str(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"looks like a run directory.*global_step_2.*resume_mode=auto"):
-        t._find_resume_dir()
+        t.find_resume_dir()
     t.config.trainer.resume_from_path = str(tmp_path / "global_step_2")
-    assert t._find_resume_dir() == str(tmp_path / "global_step_2")
+    assert t.find_resume_dir() == str(tmp_path / "global_step_2")

@@ -1,0 +1,64 @@
+"""The advantage stage on a batch: token-level rewards (score / reward_temp, minus the KL penalty when it is in the
+reward) and the registered estimator's advantages and returns (verl's ``compute_advantage`` and ``apply_kl_penalty``;
+the math itself is in ``verl.core_algos``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl import core_algos
+from verl.protocol import DataProto
+
+
+def compute_advantage(
+    data: DataProto,
+    adv_estimator: str,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    norm_adv_by_std_in_grpo: bool = True,
+    config=None,
+) -> DataProto:
+    """Fill ``advantages`` and ``returns`` with the registered estimator ``adv_estimator``."""
+    fn = core_algos.get_adv_estimator_fn(adv_estimator)
+    b = data.batch
+    advantages, returns = fn(
+        token_level_rewards=b["token_level_rewards"],
+        response_mask=b["response_mask"],
+        index=data.non_tensor_batch["uid"],
+        values=b["values"] if "values" in b else None,
+        reward_baselines=b["reward_baselines"] if "reward_baselines" in b else None,
+        gamma=gamma,
+        lam=lam,
+        norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
+        config=config,
+    )
+    data.batch["advantages"], data.batch["returns"] = advantages, returns
+    return data
+
+
+def apply_kl_penalty(
+    data: DataProto, kl_ctrl, kl_penalty: str = "kl", reward_temp: float = 1.0
+) -> tuple[DataProto, dict[str, float]]:
+    """token_level_rewards = token_level_scores / reward_temp - beta * KL(old || ref), beta from the (fixed or
+    adaptive) controller."""
+    b = data.batch
+    rewards, metrics = core_algos.apply_kl_penalty(
+        b["token_level_scores"] / reward_temp,
+        b["old_log_probs"],
+        b["ref_log_prob"],
+        b["response_mask"],
+        kl_ctrl,
+        kl_penalty,
+    )
+    data.batch["token_level_rewards"] = rewards
+    return data, metrics
+
+
+def compute_token_level_rewards(data: DataProto, algorithm: Any, kl_ctrl: Any = None) -> tuple[DataProto, dict]:
+    """token_level_rewards = token_level_scores / algorithm.reward_temp, minus the KL penalty when it is in the
+    reward (``algorithm.use_kl_in_reward``, coefficient from ``kl_ctrl``); returns the KL metrics too.
+    ``token_level_scores`` (and the ``critic/score/*`` metrics) stay the raw scores."""
+    if algorithm.use_kl_in_reward:
+        return apply_kl_penalty(data, kl_ctrl, algorithm.kl_penalty, algorithm.reward_temp)
+    data.batch["token_level_rewards"] = data.batch["token_level_scores"] / algorithm.reward_temp
+    return data, {}

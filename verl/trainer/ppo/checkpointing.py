@@ -1,0 +1,165 @@
+"""The run's checkpoints: ``<trainer.default_local_dir>/global_step_N/`` with each role's state and the controller's.
+
+    global_step_N/actor/     the actor worker's checkpoint (dcp/ shards, huggingface/, extra_state.pt)
+    global_step_N/critic/    the critic's, when the run has one
+    global_step_N/data.pt    the controller's state: step, data order, RNGs, the adaptive KL coefficient
+    latest_checkpointed_iteration.txt   the newest complete checkpoint's step (verl's pointer file)
+
+A checkpoint is written under ``global_step_N.tmp`` and renamed when complete, so a crash never leaves a half-written
+one; then the pointer is replaced the same way and old checkpoints are pruned (``trainer.max_*_ckpt_to_keep``).
+``trainer.resume_mode`` picks what a new run starts from: ``auto`` (the pointer's checkpoint, if any), ``disable``
+or ``resume_path`` (``trainer.resume_from_path``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+from typing import Any
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+LATEST = "latest_checkpointed_iteration.txt"
+
+
+class RunCheckpoints:
+    """Saves, finds and prunes the checkpoints of one run directory (``trainer`` is the config's trainer section)."""
+
+    def __init__(self, trainer: Any):
+        self.trainer = trainer
+        self._warned_newer = False
+
+    @property
+    def root(self) -> str:
+        return os.path.abspath(os.path.expanduser(self.trainer.default_local_dir))
+
+    def save(self, step: int, roles: dict[str, Any], controller_state: dict[str, Any]) -> str:
+        """``global_step_<step>/{<role>/, data.pt}``, written to a temp dir and renamed: all or nothing. ``roles``
+        maps a sub-directory name to a worker group with ``save_checkpoint(path)``."""
+        final = os.path.join(self.root, f"global_step_{step}")
+        tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for name, group in roles.items():
+            group.save_checkpoint(os.path.join(tmp, name))
+        torch.save(controller_state, os.path.join(tmp, "data.pt"))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        latest = os.path.join(self.root, LATEST)
+        with open(latest + ".tmp", "w") as f:
+            f.write(str(step))
+        os.replace(latest + ".tmp", latest)
+        self.prune(step)
+        return final
+
+    def prune(self, step: int) -> None:
+        """Keep the checkpoint of ``step`` (just written) and the newest ``keep - 1`` before it (``keep`` = the smaller
+        of the actor/critic limits that are set). Higher-numbered checkpoints left by an abandoned run (one restarted
+        with ``resume_mode=disable``, or resumed from an older path) are not this run's history: they are left alone,
+        with a warning, and never displace the checkpoint just saved."""
+        t = self.trainer
+        limits = [k for k in (t.max_actor_ckpt_to_keep, t.max_critic_ckpt_to_keep) if k is not None and k > 0]
+        if not limits:
+            return
+        keep = min(limits)
+        steps = sorted(
+            int(d.split("_")[-1])
+            for d in os.listdir(self.root)
+            if d.startswith("global_step_") and d.split("_")[-1].isdigit()
+        )
+        older = [s for s in steps if s < step]
+        for old in older[: max(len(older) - (keep - 1), 0)]:
+            shutil.rmtree(os.path.join(self.root, f"global_step_{old}"), ignore_errors=True)
+        newer = [s for s in steps if s > step]
+        if newer and not self._warned_newer:
+            self._warned_newer = True
+            logger.warning(
+                "%s holds checkpoints of later steps %s from an earlier run; they are not pruned and not resumed "
+                "from (latest_checkpointed_iteration.txt names step %d). Delete them if they are not needed.",
+                self.root,
+                newer,
+                step,
+            )
+
+    def find_resume_dir(self) -> str | None:
+        """The checkpoint a new run resumes from under ``trainer.resume_mode``, or None to start over."""
+        t = self.trainer
+        if t.resume_mode == "disable":
+            return None
+        if t.resume_mode == "resume_path":
+            return self._checked_resume_path(t.resume_from_path)
+        if t.resume_mode != "auto":
+            raise ValueError(f"trainer.resume_mode={t.resume_mode!r}: use auto, disable or resume_path")
+        latest = os.path.join(self.root, LATEST)
+        if not os.path.isfile(latest):
+            return None
+        step = open(latest).read().strip()
+        path = os.path.join(self.root, f"global_step_{step}")
+        if not os.path.isdir(path):  # starting over silently would overwrite the run's history
+            raise FileNotFoundError(
+                f"{latest} names step {step!r} but {path} does not exist. Resume from another checkpoint with "
+                "trainer.resume_mode=resume_path trainer.resume_from_path=<dir>, or start over with "
+                "trainer.resume_mode=disable."
+            )
+        return path
+
+    @staticmethod
+    def _checked_resume_path(given: str | None) -> str:
+        if not given or not os.path.isdir(os.path.expanduser(given)):
+            raise FileNotFoundError(f"trainer.resume_from_path={given!r} is not a checkpoint directory")
+        path = os.path.abspath(os.path.expanduser(given))
+        if not os.path.isfile(os.path.join(path, "data.pt")):
+            steps = sorted(d for d in os.listdir(path) if d.startswith("global_step_") and "." not in d)
+            hint = (
+                f"it looks like a run directory: give one of its checkpoints ({path}/{steps[-1]}), or "
+                f"trainer.resume_mode=auto trainer.default_local_dir={path}"
+                if steps
+                else "a checkpoint directory is global_step_N/ holding data.pt and actor/"
+            )
+            raise FileNotFoundError(f"trainer.resume_from_path={given!r} is not a checkpoint: {hint}")
+        return path
+
+    def load(self, path: str, roles: dict[str, Any]) -> dict[str, Any]:
+        """Load each role's state from ``path/<role>``; returns the controller's state (``data.pt``)."""
+        for name, group in roles.items():
+            group.load_checkpoint(os.path.join(path, name))
+        return torch.load(os.path.join(path, "data.pt"), weights_only=False)
+
+    def resume_hint(self) -> str:
+        """Where a stopped run would resume from, as a sentence for error messages."""
+        latest = os.path.join(self.root, LATEST)
+        if os.path.isfile(latest):
+            step = open(latest).read().strip()
+            return (
+                f"The last checkpoint is global_step_{step} in {self.root}: run the same command again "
+                "to resume from it (trainer.resume_mode=auto)"
+            )
+        return "No checkpoint was saved yet (trainer.save_freq): running the same command again starts over"
+
+
+def controller_state(step: int, prompt_loader: Any, kl_ctrl: Any = None) -> dict[str, Any]:
+    """What the controller needs to go on exactly where it stopped: the step, the data order's position, every RNG
+    and the adaptive KL coefficient."""
+    return {
+        "global_steps": step,
+        "dataloader": prompt_loader.state_dict(),
+        "python_rng": random.getstate(),
+        "numpy_rng": np.random.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "kl_ctrl": vars(kl_ctrl) if kl_ctrl is not None else None,
+    }
+
+
+def restore_controller_state(state: dict[str, Any], prompt_loader: Any, kl_ctrl: Any = None) -> int:
+    """Put `controller_state` back (data order, RNGs, KL coefficient); returns the step."""
+    prompt_loader.load_state_dict(state["dataloader"])
+    random.setstate(state["python_rng"])
+    np.random.set_state(state["numpy_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    if kl_ctrl is not None and state.get("kl_ctrl"):
+        vars(kl_ctrl).update(state["kl_ctrl"])
+    return int(state["global_steps"])
