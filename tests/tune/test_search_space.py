@@ -159,23 +159,24 @@ def test_stale_running_trial_is_failed_and_requeued(tmp_path):
     import subprocess
     import sys
 
-    from verl.tune.study import HOST, PID, _counts
+    from verl.tune.study import WORKER, make_storage
+    from verl.tune.study import count_trials as _counts
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db", study_name="s", direction="maximize")
+    storage = make_storage(f"sqlite:///{tmp_path}/s.db", str(tmp_path))
+    study = optuna.create_study(storage=storage, study_name="s", direction="maximize")
     t = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
-    study._storage.set_trial_system_attr(t._trial_id, HOST, socket.gethostname())
-    study._storage.set_trial_system_attr(t._trial_id, PID, dead.pid)
+    t.set_user_attr(WORKER, {"host": socket.gethostname(), "pid": dead.pid})
     other = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})  # a live tuner elsewhere, fresh heartbeat
-    study._storage.set_trial_system_attr(other._trial_id, HOST, "another-machine")
-    assert recover_stale_trials(study, grace_period=60) == [t.number]
+    other.set_user_attr(WORKER, {"host": "another-machine", "pid": dead.pid})
+    assert recover_stale_trials(study, storage) == [t.number]
     frozen = study.trials
     assert frozen[t.number].state.name == "FAIL" and "interrupted" in frozen[t.number].user_attrs["fail_reason"]
     assert frozen[other.number].state.name == "RUNNING"
     waiting = [x for x in frozen if x.state.name == "WAITING"]
     assert len(waiting) == 1 and waiting[0].user_attrs["retry_of"] == t.number
-    assert recover_stale_trials(study, grace_period=60) == []  # only once
+    assert recover_stale_trials(study, storage) == []  # only once
     assert _counts(study)["waiting"] == 1 and _counts(study)["running"] == 1
 
 

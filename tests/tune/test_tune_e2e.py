@@ -84,7 +84,7 @@ def test_two_workers_one_storage_with_crashing_trial(tmp_path):
     # sampled trial (--n-trials counts per study, and a worker that lost the race already asked for a trial)
     if states(study)[:3] != ["COMPLETE", "FAIL", "COMPLETE"] or len(study.trials) > 4:
         pytest.fail(f"trial states: {reasons}\ntuner outputs: {outs}")
-    assert len({t.system_attrs["verl:pid"] for t in study.trials}) == 2  # both workers ran trials
+    assert len({t.user_attrs["worker"]["pid"] for t in study.trials}) == 2  # both workers ran trials
     failed = study.trials[1]
     assert "nonexistent" in failed.user_attrs["fail_reason"] and "nonexistent" in failed.user_attrs["error_tail"]
     for t in study.trials:
@@ -229,7 +229,7 @@ def test_shared_storage_two_processes_multi_objective(tmp_path, backend):
 
     study = optuna.load_study(study_name=name, storage=make_storage(storage, str(tmp_path)))
     finished = [t for t in study.trials if t.state.name in ("COMPLETE", "FAIL")]
-    assert 8 <= len(finished) <= 9 and len({t.system_attrs["verl:pid"] for t in study.trials}) == 2
+    assert 8 <= len(finished) <= 9 and len({t.user_attrs["worker"]["pid"] for t in study.trials}) == 2
     from verl.tune.report import write_report
     from verl.tune.study import Objective
 

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace-period",
         type=float,
         default=120.0,
-        help="seconds without heartbeat before another machine's RUNNING trial counts as dead",
+        help="seconds without Optuna's heartbeat (RDB storages) before another machine's RUNNING trial counts as dead",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-report", action="store_true", help="skip the end-of-study report and plots")
@@ -78,16 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None):
-    args, rest = build_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
-    if args.print_default_space:
-        print(DEFAULT_SEARCH_SPACE_YAML, end="")
-        return None
-    bad = [a for a in rest if a.startswith("-")]
-    if bad:
-        raise SystemExit(f"error: unknown option {bad[0]!r} (see --help); base overrides are written key=value")
-    base = [x for f in args.config for x in ("--config", f)] + rest
-    from verl.tune.study import Objective, run_study
+def study_config(args: argparse.Namespace, base_overrides: list[str]):
+    """The :class:`verl.tune.StudyConfig` the parsed options describe; a bad option value exits with its name."""
+    from verl.tune import Objective, StudyConfig
 
     try:
         weights = [float(w) for w in args.weights.split(",")] if args.weights else None
@@ -99,9 +92,9 @@ def main(argv: list[str] | None = None):
         obj = Objective.parse(args.metric or ["val-core/acc:max"], args.aggregation, weights)
     except ValueError as e:
         raise SystemExit(f"error: --metric/--aggregation/--weights: {e}") from None
-    result = run_study(
+    return StudyConfig(
         search_space=args.search_space,
-        base_overrides=base,
+        base_overrides=base_overrides,
         metrics=obj.metrics,
         directions=obj.directions,
         aggregation=obj.aggregation,
@@ -125,6 +118,20 @@ def main(argv: list[str] | None = None):
         progress=not args.no_progress,
         report=not args.no_report,
     )
+
+
+def main(argv: list[str] | None = None):
+    args, rest = build_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.print_default_space:
+        print(DEFAULT_SEARCH_SPACE_YAML, end="")
+        return None
+    bad = [a for a in rest if a.startswith("-")]
+    if bad:
+        raise SystemExit(f"error: unknown option {bad[0]!r} (see --help); base overrides are written key=value")
+    base = [x for f in args.config for x in ("--config", f)] + rest
+    from verl.tune import run_study
+
+    result = run_study(study_config(args, base))
     rep = result.report or {}
     if "best_value" in rep:
         print(

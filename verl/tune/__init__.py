@@ -5,12 +5,23 @@
                        n_trials=12)
     print(result.study.best_params)
 
+Every setting of a study is a field of :class:`StudyConfig` (``verl.tune.config``); ``run_study`` takes one, or the
+same names as keywords as above, and the worker processes of ``n_jobs`` receive the whole object:
+
+    from verl.tune import StudyConfig, run_study
+    run_study(StudyConfig(search_space="examples/tune/search_space.yaml", n_trials=12, n_jobs=2))
+
+Optuna runs the loop (``study.optimize``), its heartbeat finds trials of a tuner that died on an RDB storage and
+its retry callback queues them again with the same parameters (``verl.tune.recovery``; a tuner on the same host
+is found dead at once, which also covers journal storage, which has no heartbeat).
+
 The seed article's ``objective(trial)`` pattern works in-process too: sample with ``suggest_overrides(trial)``,
 train with ``verl.trainer.main_ppo.run_ppo`` (or ``PPOTrainer``) and pass a :class:`PruningCallback` so pruners
 see each validation; ``run_study(objective=objective)`` then adds storage, resume, failure handling and the report.
 """
 
 from verl.tune.callbacks import PruningCallback
+from verl.tune.config import StudyConfig
 from verl.tune.search_space import (
     DEFAULT_SEARCH_SPACE_YAML,
     Param,
@@ -48,6 +59,7 @@ __all__ = [
     "PruningCallback",
     "SearchSpace",
     "SearchSpaceError",
+    "StudyConfig",
     "StudyResult",
     "SubprocessObjective",
     "TrialFailed",

@@ -21,9 +21,12 @@ import yaml
 
 
 def _trial_rows(study) -> list[dict[str, Any]]:
+    from verl.tune.recovery import retried_numbers
+
     rows = []
     params = sorted({p for t in study.trials for p in t.params})
     nobj = len(study.directions)
+    retried = retried_numbers(study.trials)
     for t in study.trials:
         row: dict[str, Any] = {"number": t.number, "state": t.state.name}
         vals = t.values or [None] * nobj
@@ -36,6 +39,8 @@ def _trial_rows(study) -> list[dict[str, Any]]:
         row["pruned_at_step"] = t.user_attrs.get("pruned_at_step")
         row["early_stopped_at_step"] = t.user_attrs.get("early_stopped_at_step")
         row["note"] = t.user_attrs.get("fail_reason") or ("baseline" if t.user_attrs.get("baseline") else "")
+        if t.state.name == "FAIL" and not row["note"] and t.number in retried:  # failed by Optuna's heartbeat check
+            row["note"] = "interrupted: its tuner sent no heartbeat for the grace period"
         if t.user_attrs.get("retry_of") is not None:
             row["note"] = (row["note"] + f" retry of #{t.user_attrs['retry_of']}").strip()
         rows.append(row)

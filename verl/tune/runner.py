@@ -165,8 +165,6 @@ def run_trial_process(
     on_record: Callable[[dict], str | None] | None = None,
     timeout: float | None = None,
     poll_interval: float = 1.0,
-    heartbeat: Callable[[], None] | None = None,
-    heartbeat_interval: float = 10.0,
     env: dict[str, str] | None = None,
     kill_grace: float = 5.0,
 ) -> TrialRun:
@@ -199,7 +197,6 @@ def run_trial_process(
     reader = MetricsReader(metrics_path)
     records: list[dict] = []
     ended_by = None
-    last_beat = 0.0
     try:
         while True:
             done = proc.poll() is not None
@@ -218,9 +215,6 @@ def run_trial_process(
                 ended_by = "timeout"
                 kill_group(proc.pid, kill_grace, proc)
                 break
-            if heartbeat is not None and time.time() - last_beat >= heartbeat_interval:
-                heartbeat()
-                last_beat = time.time()
             time.sleep(poll_interval)
     except BaseException:  # KeyboardInterrupt / SystemExit in the tuner: never leave the trainer behind
         kill_group(proc.pid, kill_grace, proc)
