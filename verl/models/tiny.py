@@ -142,7 +142,9 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write a tiny HF model + tokenizer directory.")
+    parser = argparse.ArgumentParser(
+        prog="python -m verl.models.tiny", description="Write a tiny HF model + tokenizer directory."
+    )
     parser.add_argument("--out-dir", required=True)
     defaults = TinyModelConfig()
     for name, value in asdict(defaults).items():

@@ -20,12 +20,15 @@ from verl.utils.config import job_schema, load_config
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, KeyError, ValueError)
 PRINT_CONFIG = ("--cfg", "--print-config")
 REFERENCE = "docs/config_reference.md"
+COMMAND_NAME: str | None = None  # set by the ``verl`` command to the subcommand it runs ("verl ppo"), for usage lines
 
 
 def run_cli(main: Callable[[], Any], extra_errors: tuple[type[BaseException], ...] = ()) -> None:
     """Run ``main()``; bad input (a bad key, value, file or row: ConfigError is a ValueError) exits with ``error: ...``."""
     try:
         main()
+    except BrokenPipeError:  # output piped into a reader that stopped (e.g. --help | head)
+        sys.stderr.close()
     except USER_ERRORS + extra_errors as e:
         message = e.args[0] if isinstance(e, KeyError) and e.args else e  # KeyError's str() adds quotes
         sys.exit(f"error: {message}")
@@ -35,18 +38,20 @@ def job_config(job: str, argv: Sequence[str] | None, module: str, summary: str) 
     """The job's loaded config from ``argv`` (``sys.argv[1:]`` when None); None after printing help or the config
     (``--help [SECTION]``, ``--cfg job``), when there is nothing to run. ``module``: the job's ``python -m`` name."""
     args = list(sys.argv[1:] if argv is None else argv)
-    prog = sys.argv[0] if sys.argv and sys.argv[0].startswith("verl ") else f"python -m {module}"
+    prog = COMMAND_NAME or f"python -m {module}"
     if args and args[0] in ("-h", "--help"):
         print(job_help(job, prog, summary, section=args[1] if len(args) > 1 else None))
         return None
-    show = [a for a in args if a in PRINT_CONFIG or a.startswith(tuple(f"{p}=" for p in PRINT_CONFIG))]
+    rest, show = [], False
+    for i, arg in enumerate(args):
+        if arg in PRINT_CONFIG or arg.startswith(tuple(f"{p}=" for p in PRINT_CONFIG)):
+            show = True
+        elif not (arg in ("job", "all") and i and args[i - 1] == "--cfg"):  # Hydra's --cfg job / --cfg all
+            rest.append(arg)
     if show:
-        rest = [a for a in args if a not in show]
-        if "--cfg" in show and rest and rest[0] in ("job", "all"):  # Hydra's --cfg job / --cfg all
-            rest = rest[1:]
         print(OmegaConf.to_yaml(load_config(job, rest)), end="")
         return None
-    return load_config(job, args)
+    return load_config(job, rest)
 
 
 def job_help(job: str, prog: str, summary: str, section: str | None = None) -> str:
