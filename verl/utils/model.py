@@ -22,6 +22,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import torch
 
+from verl.utils.forward import forward_signature, output_cache  # noqa: F401 (importable from here too)
+
 logger = logging.getLogger(__name__)
 
 BUILTIN_PREFIX = "builtin://"
@@ -191,22 +193,3 @@ def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if dtype not in names:
         raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(names)}")
     return names[dtype]
-
-
-def forward_signature(module: torch.nn.Module) -> tuple[str, bool]:
-    """How to call a causal LM's ``forward``: the KV-cache argument's name (transformers >= 5.2x: ``cache``; before:
-    ``past_key_values``) and whether it takes ``logits_to_keep`` (the lm_head on the last positions only)."""
-    import inspect
-
-    try:
-        params = inspect.signature(module.forward).parameters
-    except (TypeError, ValueError):
-        params = {}
-    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
-
-
-def output_cache(out):
-    """The KV cache a causal LM's forward returned with ``use_cache=True`` (``out.cache`` in transformers >= 5.2x,
-    ``out.past_key_values`` before), or None."""
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else getattr(out, "past_key_values", None)

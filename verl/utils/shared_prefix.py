@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from verl.utils.forward import forward_signature, output_cache
 from verl.utils.fsdp_utils import all_reduce_max, dp_size
-from verl.utils.model import forward_signature, output_cache
 
 __all__ = ["SharedPrefixBatch", "find_shared_prompts", "plan_length_chunks", "shared_prefix_response_logits"]
 

@@ -1,14 +1,15 @@
-"""The PPO-family controller (``ray_trainer``), algorithm core (``core_algos``), metrics and evaluators.
+"""The PPO-family controller (``ray_trainer``) and its stages; ``core_algos`` re-exports ``verl.core_algos``.
 
-``PPOTrainer`` (the Python API of seed article 000, :mod:`verl.trainer.api`) is imported on first use.
+``from verl.trainer.ppo import PPOTrainer`` (the Python API, :mod:`verl.trainer.api`) works as the docs
+write it (docs/python_api.md): this package ``__init__`` is a facade of the entry layer (docs/architecture.md), imported on first use.
 """
-
-import importlib
 
 __all__ = ["PPOTrainer"]
 
 
 def __getattr__(name: str):
     if name == "PPOTrainer":
-        return importlib.import_module("verl.trainer.api").PPOTrainer
+        from verl.trainer.api import PPOTrainer
+
+        return PPOTrainer
     raise AttributeError(f"module 'verl.trainer.ppo' has no attribute {name!r}")

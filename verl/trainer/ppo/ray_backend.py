@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from verl.single_controller.base import ClassWithInitArgs, RoleWorkerGroup
@@ -24,7 +25,6 @@ def start_ray_worker_groups(
 ) -> tuple[dict[str, RoleWorkerGroup], WorkerBackend]:
     """Start (or join) Ray, place the pools, start one worker group per pool (its roles colocated in its processes)
     and ``init_model`` every role."""
-    import verl
     from verl.single_controller.ray import RayResourcePool, RayWorkerGroup
 
     t = config.trainer
@@ -43,7 +43,7 @@ def start_ray_worker_groups(
         address=config.ray_init.address,
     )
     threads = config.ray_init.num_threads_per_worker or max(1, cores // per_node)
-    verl_root = os.path.dirname(os.path.dirname(os.path.abspath(verl.__file__)))
+    verl_root = str(Path(__file__).resolve().parents[3])  # the directory holding the verl package
     env = {
         "OMP_NUM_THREADS": str(threads),
         "TOKENIZERS_PARALLELISM": "false",

@@ -15,8 +15,8 @@ import torch
 from verl import core_algos
 from verl.protocol import DataProto
 from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.forward import forward_signature
 from verl.utils.fsdp_utils import all_reduce_max, all_reduce_sum, clip_grad_norm, dp_size
-from verl.utils.model import forward_signature
 from verl.utils.remove_padding import (
     check_packing_support,
     pack_sequences,

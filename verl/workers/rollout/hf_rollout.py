@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from verl.protocol import DataProto
 from verl.utils.config import omega_conf_to_dataclass
-from verl.utils.model import forward_signature, output_cache
+from verl.utils.forward import forward_signature, output_cache
 from verl.utils.torch_dtypes import autocast_context
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
