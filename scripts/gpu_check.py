@@ -52,11 +52,11 @@ def _rank_main(rank: int, world: int, port: int, device_type: str, result_dir: s
     out["collectives_s"] = time.perf_counter() - t
 
     from verl.utils.fsdp_utils import apply_fsdp2, clip_grad_norm
+    from verl.workers.config import FSDPEngineConfig
     from verl.utils.model import load_causal_lm
 
     model = load_causal_lm("builtin://tiny-qwen2-arith-sft")
-    cfg = {"mixed_precision": {"param_dtype": None, "reduce_dtype": "fp32"}, "reshard_after_forward": True}
-    apply_fsdp2(model, cfg, device)
+    apply_fsdp2(model, FSDPEngineConfig(), device)  # bf16 compute on cuda, fp32 on cpu; fp32 reduce; reshard
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     before = [p.to_local().detach().clone() for p in model.parameters()]
     ids = torch.randint(3, 200, (4, 32), device=device)

@@ -1,4 +1,4 @@
-"""Pre-tokenized prompt batches from a JSONL file, for ``trainer.train_step(batch)`` (seed article 004, section 3.2).
+"""Pre-tokenized prompt batches from a JSONL file, for ``trainer.train_step(batch)`` (docs/python_api.md).
 
     from verl.data import make_pretokenized_dataloader
 

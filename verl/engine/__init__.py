@@ -1,4 +1,4 @@
-"""The hybrid engine's hooks: step callbacks that see each step's intermediate products (seed article 000).
+"""The hybrid engine's hooks: step callbacks that see each step's intermediate products (docs/python_api.md, "Step callbacks").
 
 ``StepCallback`` is the protocol; ``KLFilterCallback``, ``DynamicGammaScheduler`` and ``RewardAwareEarlyStopping``
 are the built-ins; ``HybridEngine`` is ``trainer.engine`` (``engine.step(callback)``).

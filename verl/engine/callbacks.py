@@ -6,7 +6,7 @@ was removed, or that now holds NaN/inf raises ``ValueError`` naming the callback
 the step it broke instead of silently training on garbage. A callback that raises stops the run with its exception;
 checkpoints already on disk stay intact (they are written to a temp directory and renamed).
 
-Three built-ins (seed article 000, section 4.1):
+Three built-ins (docs/python_api.md, "Step callbacks"):
 
 - :class:`KLFilterCallback`: tokens whose per-token KL to the reference exceeds a threshold leave the loss;
 - :class:`DynamicGammaScheduler`: ``algorithm.gamma`` is lowered while the step's reward variance is high;

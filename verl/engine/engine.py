@@ -1,4 +1,4 @@
-"""``HybridEngine``: the article's ``engine.step()`` callback interface, a view on a trainer's step callbacks.
+"""``HybridEngine``: the ``engine.step()`` callback interface (docs/python_api.md), a view on a trainer's step callbacks.
 
     trainer.engine.step(KLFilterCallback(threshold=0.5))       # register a StepCallback
 

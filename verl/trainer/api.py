@@ -1,4 +1,4 @@
-"""The Python trainer API of the seed articles: a thin layer over the same controller ``main_ppo`` runs.
+"""The Python trainer API (docs/python_api.md): a thin layer over the same controller ``main_ppo`` runs.
 
     from verl.trainer.ppo import PPOTrainer
     from verl import DataConfig, EngineConfig
@@ -70,7 +70,7 @@ class _ApiConfig(dict):
 
 
 class DataConfig(_ApiConfig):
-    """What each step samples (article 000). ``rollout_batch_size``: prompts per step; ``num_rollout_steps``:
+    """What each step samples (docs/python_api.md). ``rollout_batch_size``: prompts per step; ``num_rollout_steps``:
     optimizer updates each rollout feeds (see :func:`split_rollout`)."""
 
     KEYS = {
@@ -88,7 +88,7 @@ class DataConfig(_ApiConfig):
 
 
 class EngineConfig(_ApiConfig):
-    """The RL algorithm's knobs (article 000). ``kl_coef`` > 0 puts a fixed-coefficient KL penalty to the reference
+    """The RL algorithm's knobs (docs/python_api.md). ``kl_coef`` > 0 puts a fixed-coefficient KL penalty to the reference
     policy in the reward; ``reward_temp`` divides the score before KL and advantages."""
 
     KEYS = {
@@ -415,7 +415,7 @@ class RLTrainer:
 
 
 class PPOTrainer(RLTrainer):
-    """PPO as seed article 000 calls it; a thin layer over the ``ppo_trainer`` tree and its controller.
+    """PPO through keyword arguments (docs/python_api.md); a thin layer over the ``ppo_trainer`` tree and its controller.
 
     ``actor_model``: the policy (any local HF directory or ``builtin://`` model; the critic starts from it too).
     ``reward_model``: a scorer name, a Python function or a local reward-model directory (:func:`resolve_reward`).
@@ -446,7 +446,7 @@ class PPOTrainer(RLTrainer):
 
 
 class DataParallelRLTrainer(RLTrainer):
-    """The trainer of seed article 004: ``DataParallelRLTrainer(config, log_dir='./logs')`` with ``config`` from
+    """The dict-config trainer (docs/python_api.md): ``DataParallelRLTrainer(config, log_dir='./logs')`` with ``config`` from
     :func:`verl.utils.config.get_ppo_default_config` (or any dict with its keys).
 
     ``log_dir``: a ``verl-<YYYYmmdd-HHMMSS>.log`` file is written there (Python logging: the per-step ``loss``,

@@ -99,8 +99,8 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
             f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu}"
         )
     m = config.model
-    import_external_lib(m.get("external_lib"))
-    remote_code = bool(m.get("trust_remote_code", False))
+    import_external_lib(m.external_lib)
+    remote_code = m.trust_remote_code
     tokenizer = load_tokenizer(m.partial_pretrain, padding_side="right", trust_remote_code=remote_code)
     model = load_causal_lm(m.partial_pretrain, dtype=m.dtype, trust_remote_code=remote_code)
     if m.enable_gradient_checkpointing:

@@ -15,7 +15,7 @@ Optuna runs the loop (``study.optimize``), its heartbeat finds trials of a tuner
 its retry callback queues them again with the same parameters (``verl.tune.recovery``; a tuner on the same host
 is found dead at once, which also covers journal storage, which has no heartbeat).
 
-The seed article's ``objective(trial)`` pattern works in-process too: sample with ``suggest_overrides(trial)``,
+An ``objective(trial)`` that trains in-process works too (docs/tune.md, "Your own objective"): sample with ``suggest_overrides(trial)``,
 train with ``verl.trainer.main_ppo.run_ppo`` (or ``PPOTrainer``) and pass a :class:`PruningCallback` so pruners
 see each validation; ``run_study(objective=objective)`` then adds storage, resume, failure handling and the report.
 """

@@ -107,7 +107,7 @@ class Objective:
 @dataclass
 class EarlyStop:
     """End a trial early, keeping its value so far. ``METRIC<THRESH:K`` / ``METRIC>THRESH:K``: the metric was
-    below/above the threshold at K consecutive logged points (the article's rule: reward std < 0.05 three times);
+    below/above the threshold at K consecutive logged points (e.g. reward std < 0.05 three times: the policy has collapsed);
     ``plateau:K[:MIN_DELTA]``: the (first) objective metric did not improve by MIN_DELTA for K validations."""
 
     metric: str | None

@@ -26,30 +26,30 @@ import yaml
 # Estimators whose advantages read algorithm.gamma (see verl/core_algos/advantage.py); the others ignore it.
 GAMMA_ESTIMATORS = ("gae", "reinforce_plus_plus")
 
-# The seed article's five parameters (kl_coef, gamma, rollout size, actor lr, reward temperature) on our keys.
-# docs/tune.md explains each range; the actor lr range is moved up from the article's 1e-6..5e-5 (an 8B model's
+# Five parameters that decide PPO-family runs (kl_coef, gamma, rollout size, actor lr, reward temperature) on our keys.
+# docs/tune.md explains each range; the actor lr range is moved up from the usual 1e-6..5e-5 (an 8B model's
 # range) because the shipped 2 MB policy trains at 2e-4 by default and barely moves below 1e-5 in a short budget.
 DEFAULT_SEARCH_SPACE_YAML = """\
 # The default search space of `python -m verl.trainer.main_tune` (docs/tune.md#the-default-search-space):
-# the seed article's five parameters, on verl's config keys.
+# five parameters that decide PPO-family runs, on verl's config keys.
 params:
-  algorithm.kl_ctrl.kl_coef:                  # article kl_coef [0.01, 0.2]: KL penalty in the reward
+  algorithm.kl_ctrl.kl_coef:                  # usual kl_coef range [0.01, 0.2]: KL penalty in the reward
     type: float
     low: 0.01
     high: 0.2
-  algorithm.gamma:                            # article gamma [0.9, 0.999]: only gae / reinforce_plus_plus read it
+  algorithm.gamma:                            # usual gamma range [0.9, 0.999]: only gae / reinforce_plus_plus read it
     type: float
     low: 0.9
     high: 0.999
-  data.train_batch_size:                      # article num_rollout_steps [16, 128]: prompts per rollout
+  data.train_batch_size:                      # rollout size (usual 16..128): prompts per rollout
     type: categorical
     choices: [32, 64]                     # multiples of ppo_mini_batch_size (16 by default)
-  actor_rollout_ref.actor.optim.lr:           # article actor_lr [1e-6, 5e-5], moved up for the tiny model
+  actor_rollout_ref.actor.optim.lr:           # usual actor lr [1e-6, 5e-5] (large models), moved up for the tiny model
     type: float
     low: 1.0e-4
     high: 1.0e-3
     log: true
-  algorithm.reward_temp:                      # article reward_temp [0.5, 2.0]: rewards are divided by it
+  algorithm.reward_temp:                      # usual reward_temp range [0.5, 2.0]: rewards are divided by it
     type: float
     low: 0.5
     high: 2.0

@@ -114,7 +114,7 @@ def run_study(config: StudyConfig | str | SearchSpace | None = None, **settings:
     ``run_study(StudyConfig(...))``, or the same settings as keywords: ``run_study(search_space, n_trials=12,
     base_overrides=[...])`` (keywords given with a StudyConfig replace its fields). By default each trial runs
     ``python -m verl.trainer.main_ppo`` in a subprocess with ``base_overrides`` + the sampled parameters (see
-    ``SubprocessObjective``). ``objective=fn`` (``fn(trial) -> float | list``) uses your own, e.g. the article's
+    ``SubprocessObjective``). ``objective=fn`` (``fn(trial) -> float | list``) uses your own, e.g. the
     pattern with ``PPOTrainer`` in-process (then ``search_space`` is optional). Returns the study and writes the
     report (best params and config, trials table, plots) under ``output_dir``."""
     import optuna

@@ -1,5 +1,5 @@
 """The dict view of the PPO config (``get_ppo_default_config()`` and ``DataParallelRLTrainer``, docs/python_api.md):
-the ``ppo_trainer`` tree as nested dicts plus the article's alias groups ``model``, ``train`` and ``reward``. An alias
+the ``ppo_trainer`` tree as nested dicts plus the alias groups ``model``, ``train`` and ``reward``. An alias
 table over the one schema: :func:`ppo_dict_to_overrides` turns a dict back into tree overrides.
 """
 
@@ -87,7 +87,7 @@ def _rebuild_config_dict(data: dict, path: str, keys: list[str]) -> ConfigDict:
 
 DEFAULT_DICT_MODEL = "builtin://tiny-qwen2-arith-sft"
 
-# The article's keys that are another spelling of one tree key. Change either; changing both differently is an error.
+# Alias keys (docs/python_api.md) that are another spelling of one tree key. Change either; changing both differently is an error.
 PPO_DICT_ALIASES: dict[str, str] = {
     "model.pretrained_model_name_or_path": "actor_rollout_ref.model.path",
     "model.tokenizer_name_or_path": "data.tokenizer",
@@ -102,7 +102,7 @@ PPO_DICT_ALIASES: dict[str, str] = {
     "train.seed": "trainer.seed",
 }
 
-# The article's keys that set several tree keys or are checked (docs/python_api.md has the table).
+# Alias keys that set several tree keys or are checked (docs/python_api.md has the table).
 PPO_DICT_SPECIAL: dict[str, str] = {
     "train.dp_size": "trainer.n_gpus_per_node (1 only: the local backend runs one data-parallel rank)",
     "train.tp_size": "none: no tensor parallelism yet (1 only)",
@@ -114,7 +114,7 @@ PPO_DICT_SPECIAL: dict[str, str] = {
     "reward-model directory (reward_model.enable, reward_model.model.path)",
 }
 
-# API defaults that differ from ppo_trainer.yaml: the article calls this the PPO config, so PPO with a critic (GAE).
+# API defaults that differ from ppo_trainer.yaml: this is the PPO config, so PPO with a critic (GAE).
 PPO_DICT_TREE_DEFAULTS: dict[str, Any] = {"algorithm.adv_estimator": "gae"}
 
 
@@ -126,11 +126,11 @@ def _get_path(tree: Mapping, key: str) -> Any:
 
 
 def get_ppo_default_config() -> ConfigDict:
-    """The PPO defaults as a nested dict: the article's groups ``model``, ``train`` and ``reward``,
+    """The PPO defaults as a nested dict: the alias groups ``model``, ``train`` and ``reward``,
     plus the whole ``ppo_trainer`` tree (``data``, ``actor_rollout_ref``, ``critic``, ``reward_model``,
     ``custom_reward_function``, ``algorithm``, ``trainer``) with its values resolved.
 
-    Unknown keys raise with the closest valid key, on assignment and when a trainer reads the dict. An article key
+    Unknown keys raise with the closest valid key, on assignment and when a trainer reads the dict. An alias key
     and the tree key it spells (:data:`PPO_DICT_ALIASES`) both work; :func:`ppo_dict_to_overrides` turns the dict
     into the tree. ``algorithm.adv_estimator`` defaults to ``gae`` here (the main job's default is ``grpo``).
     """
@@ -157,7 +157,7 @@ def get_ppo_default_config() -> ConfigDict:
 
 
 def dict_key(dotted: str) -> str:
-    """``train.lr`` -> ``config['train']['lr']``, how the article writes it."""
+    """``train.lr`` -> ``config['train']['lr']``, how the docs write it."""
     return "config" + "".join(f"[{p!r}]" for p in dotted.split("."))
 
 
@@ -179,7 +179,7 @@ def ppo_dict_to_overrides(config: Mapping[str, Any]) -> tuple[dict[str, Any], An
     ``critic.model.path`` follow the actor), and the ``reward.model`` value.
 
     Raises :class:`UnknownConfigKeyError` for an unknown key (closest valid key named), :class:`ConfigError` when an
-    article key and its tree key were both changed to different values or a value cannot be translated, and
+    alias key and its tree key were both changed to different values or a value cannot be translated, and
     ``NotImplementedError`` for ``tp_size``/``pp_size``/``dp_size`` > 1.
     """
     view_defaults = get_ppo_default_config().to_dict()

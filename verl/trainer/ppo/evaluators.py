@@ -1,4 +1,4 @@
-"""Evaluators: extra metrics computed on every validation (seed article 000, section 4.2).
+"""Evaluators: extra metrics computed on every validation (docs/python_api.md, "Evaluators").
 
 Register with ``trainer.add_evaluator(name, evaluator)`` (Python API) or ``RayPPOTrainer.evaluators[name] = ...``.
 At each validation the controller calls ``evaluator.evaluate(trainer, batch)`` (or ``evaluator(trainer, batch)`` for
@@ -70,7 +70,7 @@ class LatencyEvaluator:
     Times ``num_batches`` calls of ``actor_rollout_wg.generate_sequences`` on ``batch_size`` validation prompts
     each (greedy, ``rollout.val_kwargs``, full ``response_length``), after ``warmup`` untimed calls, and returns
     ``{"p50", "p95", "mean"}`` -> ``eval/<name>_p50``, ``eval/<name>_p95``, ``eval/<name>_mean``. It measures the
-    policy being trained, on this machine's rollout backend. ``model`` is accepted for the article's call
+    policy being trained, on this machine's rollout backend. ``model`` is accepted for the documented call
     (``LatencyEvaluator(model="llama3-8b", batch_size=4)``) and only recorded: a second model is never loaded.
     """
 
