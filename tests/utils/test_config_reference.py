@@ -44,4 +44,9 @@ class _Outer(BaseConfig):
 
 def test_comment_parser_on_nested_sections():
     assert field_comments(_Outer) == {"a": "section A", "e": ""}
-    assert key_rows(_Outer) == [("a", "section A", True), ("a.b", "one", False), ("a.c", "list", False), ("e", "", False)]
+    assert key_rows(_Outer) == [
+        ("a", "section A", True),
+        ("a.b", "one", False),
+        ("a.c", "list", False),
+        ("e", "", False),
+    ]

@@ -1,0 +1,54 @@
+"""Compare two runs' metrics.jsonl step by step, ignoring wall-clock metrics: are they the same run, bit for bit?
+
+    python scripts/compare_runs.py outputs/a/metrics.jsonl outputs/b/metrics.jsonl
+
+Every metric except the timing and throughput ones (``timing_s/*``, ``timing_per_token_ms/*``, ``perf/throughput``,
+``perf/time_per_step``, ``perf/ray_overhead_fraction``, ``time``) must be present in both and equal exactly (NaN equals
+NaN). Prints each difference and exits 1 if there is any, else prints IDENTICAL and exits 0. Used to check that a
+refactor leaves a same-seed run unchanged and that a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "perf/ray_overhead")
+
+
+def load(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def differences(a: list[dict], b: list[dict]) -> list[str]:
+    out = [] if len(a) == len(b) else [f"{len(a)} records against {len(b)}"]
+    for x, y in zip(a, b):
+        step = x.get("step")
+        kx = {k for k in x if k != "time" and not k.startswith(WALL_CLOCK)}
+        ky = {k for k in y if k != "time" and not k.startswith(WALL_CLOCK)}
+        out += [f"step {step}: {k} only in {'the first' if k in kx else 'the second'}" for k in sorted(kx ^ ky)]
+        for k in sorted(kx & ky):
+            u, v = x[k], y[k]
+            if u != v and not (isinstance(u, float) and isinstance(v, float) and math.isnan(u) and math.isnan(v)):
+                out.append(f"step {step}: {k} {u!r} != {v!r}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python scripts/compare_runs.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("first")
+    parser.add_argument("second")
+    args = parser.parse_args(argv)
+    a, b = load(args.first), load(args.second)
+    diffs = differences(a, b)
+    for line in diffs:
+        print(line)
+    print(f"IDENTICAL ({len(a)} records)" if not diffs else f"{len(diffs)} differences")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
