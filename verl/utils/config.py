@@ -252,6 +252,10 @@ class _Loader:
             OmegaConf.update(self.cfg, key, value, merge=False, force_add=free)
         except OmegaConfBaseException:
             default = OmegaConf.select(self.defaults, key, default=None, throw_on_resolution_failure=False)
+            if value is None:
+                raise ConfigError(
+                    f"{source}: config key {key!r} cannot be null (default {default!r}): give {_type_name(hint)}"
+                ) from None
             what = f"default {default!r}" if default is not None else "default null: off/automatic"
             raise ConfigError(
                 f"{source}: config key {key!r} expects {_type_name(hint)} ({what}), got {type(value).__name__} "
