@@ -92,3 +92,9 @@ def test_interpolations_in_overrides_resolve_and_are_type_checked():
         load_config("ppo_trainer", ["data.max_response_length=${trainer.project_name}"])
     with pytest.raises(ConfigError, match="interpolation does not resolve: Interpolation key 'data.nope'"):
         load_config("ppo_trainer", ["data.max_response_length=${data.nope}"])
+
+
+def test_a_list_of_specs_with_query_strings_is_a_list():
+    # YAML reads "?" in a flow sequence as a key marker and fails; the command line means a list of strings
+    cfg = load_config("ppo_trainer", ["data.train_files=[builtin://arithmetic/train?train_size=64,b.parquet]"])
+    assert list(cfg.data.train_files) == ["builtin://arithmetic/train?train_size=64", "b.parquet"]

@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping, init_workers
+from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.utils.cli import job_config, run_cli
-from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.model import import_external_lib, load_tokenizer
 from verl.utils.ported_keys import apply_deprecated_micro_batch_sizes, warn_ported_keys
 from verl.utils.torch_functional import set_seed
@@ -59,46 +59,6 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
     return NaiveRewardManager(num_examine=0, **common), NaiveRewardManager(num_examine=0, **common)
 
 
-def build_workers(config: DictConfig, total_steps: int, tokenizer=None) -> tuple[dict[str, Any], Any]:
-    """The role workers on ``trainer.backend`` (one path for both: ``verl.trainer.ppo.roles``), by handle, and the
-    backend (overhead accounting, shutdown)."""
-    roles = build_role_worker_mapping(config, total_steps, tokenizer)
-    return init_workers(config, roles, build_resource_pool_manager(config, roles))
-
-
-def total_training_steps(config: DictConfig, dataset_len: int) -> int:
-    if config.trainer.total_training_steps:
-        return int(config.trainer.total_training_steps)
-    return max(1, dataset_len // config.data.train_batch_size) * config.trainer.total_epochs
-
-
-def build_dataset(config: DictConfig, files, tokenizer, key: str = "data.train_files") -> RLHFDataset:
-    """The prompts of ``files`` (the value of config key ``key``, named in errors)."""
-    d = config.data
-    if not files:
-        raise ValueError(
-            f"{key} is empty: give parquet files or builtin:// specs, e.g. {key}=[builtin://arithmetic/train]"
-        )
-    try:
-        return RLHFDataset(
-            files,
-            tokenizer,
-            d.prompt_key,
-            d.max_prompt_length,
-            d.filter_overlong_prompts,
-            d.truncation,
-            d.return_raw_chat,
-            reward_fn_key=d.reward_fn_key,
-            max_samples=d.val_max_samples if key == "data.val_files" else d.train_max_samples,
-            # verl draws the subset at random when the data is shuffled, else takes the first rows
-            sample_seed=(d.seed if d.seed is not None else config.trainer.seed) if d.shuffle else None,
-        )
-    except ValueError as e:
-        if str(e).startswith("no usable prompts"):
-            raise ValueError(f"{key}: {e}") from None
-        raise
-
-
 def build_trainer(
     config: DictConfig,
     callbacks: list | None = None,
@@ -131,12 +91,11 @@ def build_trainer(
     tokenizer = load_tokenizer(config.data.tokenizer or model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
     train_ds = build_dataset(config, config.data.train_files, tokenizer)
     val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
-    steps = total_training_steps(config, len(train_ds))
-    workers, backend = build_workers(config, steps, tokenizer)
     reward_fn, val_reward_fn = build_reward_fns(config, tokenizer, compute_score)
-    trainer = RayPPOTrainer(
-        config, tokenizer, workers, reward_fn, val_reward_fn, train_ds, val_ds, steps, backend=backend
-    )
+    roles = build_role_worker_mapping(config)
+    pools = build_resource_pool_manager(config, roles)
+    trainer = RayPPOTrainer(config, tokenizer, roles, pools, None, None, reward_fn, val_reward_fn, train_ds, val_ds)
+    trainer.init_workers()
     trainer.callbacks.extend(callbacks)
     trainer.evaluators.update(evaluators or {})
     trainer.reward_hooks.extend(reward_hooks or [])

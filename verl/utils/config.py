@@ -196,6 +196,8 @@ def _parse_value(raw: str) -> Any:
     try:
         return yaml.safe_load(raw) if raw != "" else ""
     except yaml.YAMLError:
+        if raw.startswith("[") and raw.endswith("]"):  # [a?x=1,b]: YAML reads "?" as a key marker; a list was meant
+            return [part.strip() for part in raw[1:-1].split(",") if part.strip()]
         return raw
 
 

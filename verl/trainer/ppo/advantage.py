@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from verl import core_algos
 from verl.protocol import DataProto
 
@@ -52,6 +54,13 @@ def apply_kl_penalty(
     )
     data.batch["token_level_rewards"] = rewards
     return data, metrics
+
+
+def compute_response_mask(data: DataProto) -> torch.Tensor:
+    """(bs, R) 1 on each response's tokens (the response part of ``attention_mask``), as verl computes it for
+    batches that do not carry ``response_mask``."""
+    responses = data.batch["responses"]
+    return data.batch["attention_mask"][:, -responses.shape[-1] :]
 
 
 def compute_token_level_rewards(data: DataProto, algorithm: Any, kl_ctrl: Any = None) -> tuple[DataProto, dict]:

@@ -17,19 +17,20 @@ from typing import Any
 
 from verl.single_controller.base import ClassWithInitArgs, RoleWorkerGroup
 from verl.single_controller.ray.cluster import init_ray
-from verl.trainer.ppo.roles import ResourcePoolManager, Role, WorkerBackend
+from verl.trainer.ppo.roles import Role, WorkerBackend
 
 
 def start_ray_worker_groups(
-    config: Any, roles: dict[Role, ClassWithInitArgs], pools: ResourcePoolManager
+    config: Any, specs: dict[str, tuple[ClassWithInitArgs, str]], pool_spec: dict[str, list[int]]
 ) -> tuple[dict[str, RoleWorkerGroup], WorkerBackend]:
-    """Start (or join) Ray, place the pools, start one worker group per pool (its roles colocated in its processes)
-    and ``init_model`` every role."""
+    """Start (or join) Ray, place the pools (``pool_spec``: processes per node of each), start one worker group per
+    pool holding the roles of ``specs`` mapped to it (colocated in its processes) and ``init_model`` every role."""
     from verl.single_controller.ray import RayResourcePool, RayWorkerGroup
 
     t = config.trainer
     use_gpu = t.device == "cuda"
-    shapes = list(pools.resource_pool_spec.values())
+    used = {pool for _, pool in specs.values()}
+    shapes = [shape for name, shape in pool_spec.items() if name in used]
     procs = sum(sum(s) for s in shapes)
     per_node = max(sum(s[0] for s in shapes), 1)  # processes sharing the first node's cores
     cores = os.cpu_count() or 1
@@ -54,8 +55,8 @@ def start_ray_worker_groups(
         env["VERL_RETAIN_FREED_MEMORY"] = "1"  # applied by each worker process (verl.single_controller.ray.base)
     try:
         handles: dict[str, RoleWorkerGroup] = {}
-        for name, shape in pools.resource_pool_spec.items():
-            members = {role.handle: spec for role, spec in roles.items() if pools.mapping[role] == name}
+        for name, shape in pool_spec.items():
+            members = {handle: spec for handle, (spec, pool) in specs.items() if pool == name}
             if not members:
                 continue
             pool = RayResourcePool(shape, use_gpu=use_gpu, name=name)
@@ -63,8 +64,8 @@ def start_ray_worker_groups(
             group = RayWorkerGroup(pool, members, t.device, env, threads, config.ray_init.dist_timeout_s)
             backend.groups.append(group)
             handles.update({handle: group.role(handle) for handle in members})
-        for role in roles:
-            handles[role.handle].init_model()
+        for handle in specs:  # build order: the policy, the critic, the reward model
+            handles[handle].init_model()
         _write_worker_table(run_dir, backend)
     except BaseException:
         backend.shutdown()

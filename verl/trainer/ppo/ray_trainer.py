@@ -22,67 +22,65 @@ import torch
 from tqdm import tqdm
 
 from verl import core_algos
+from verl.core_algos import AdvantageEstimator  # noqa: F401 (verl's names, importable from here)
 from verl.engine.callbacks import run_callbacks
 from verl.protocol import DataProto
 from verl.single_controller.base.decorator import with_mini_batch_rows
-from verl.trainer.ppo.advantage import apply_kl_penalty, compute_advantage, compute_token_level_rewards
+from verl.trainer.ppo import advantage
+from verl.trainer.ppo import reward as reward_stage
+from verl.trainer.ppo.advantage import apply_kl_penalty, compute_advantage, compute_response_mask  # noqa: F401
 from verl.trainer.ppo.checkpointing import RunCheckpoints, controller_state, restore_controller_state
 from verl.trainer.ppo.dynamic_sampling import sample_varied_groups
 from verl.trainer.ppo.metric_utils import StepTimer, reduce_metrics, step_data_metrics
-from verl.trainer.ppo.reward import (
-    PROMPT_KEYS,
-    add_scores,
-    compute_remax_baseline,
-    compute_reward,
-    overlong_penalty,
-    score_batch,
-)
-from verl.trainer.ppo.roles import uses_critic, uses_reference_policy
+from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward  # noqa: F401
+from verl.trainer.ppo.roles import ResourcePoolManager, Role, init_workers, uses_critic, uses_reference_policy  # noqa: F401
 from verl.trainer.ppo.run_log import RunLog
 from verl.trainer.ppo.sample_log import dump_generations
 from verl.trainer.ppo.validation import concat_left_padded, validate_policy
-from verl.utils.dataset.rl_dataset import PromptLoader
-
-__all__ = [
-    "RayPPOTrainer",
-    "apply_kl_penalty",
-    "compute_advantage",
-    "compute_reward",
-    "concat_left_padded",
-    "uses_critic",
-    "uses_reference_policy",
-]
+from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, total_training_steps
+from verl.workers.reward_manager import NaiveRewardManager
 
 
 class RayPPOTrainer:
-    """The controller. ``workers`` maps role handles (``actor_rollout``, ``critic``, ``rm``) to worker groups."""
+    """The controller, built as in verl: ``RayPPOTrainer(config, tokenizer, role_worker_mapping,
+    resource_pool_manager, ...)``, ``init_workers()``, ``fit()`` (``main_ppo.build_trainer`` does all three)."""
 
     def __init__(
         self,
         config,
         tokenizer,
-        workers: dict[str, Any],
-        reward_fn,
-        val_reward_fn,
-        train_dataset,
-        val_dataset,
-        total_training_steps: int,
-        backend=None,
+        role_worker_mapping: dict[Role, Any],
+        resource_pool_manager: ResourcePoolManager,
+        ray_worker_group_cls: type | None = None,
+        processor=None,
+        reward_fn=None,
+        val_reward_fn=None,
+        train_dataset=None,
+        val_dataset=None,
+        collate_fn=None,
+        train_sampler=None,
+        device_name: str | None = None,
     ):
+        """Missing datasets are read from ``data.train_files`` / ``val_files``; missing reward functions score each
+        row by its ``data_source``. ``ray_worker_group_cls``, ``processor``, ``collate_fn``, ``train_sampler``: accepted
+        for ported recipes (this version's worker groups, text prompts and seeded prompt order run)."""
         self.config, self.tokenizer = config, tokenizer
-        self.backend = backend  # overhead accounting (Ray) and shutdown
-        self.actor_rollout_wg = workers["actor_rollout"]
-        self.critic_wg, self.rm_wg = workers.get("critic"), workers.get("rm")
-        self.reward_fn, self.val_reward_fn = reward_fn, val_reward_fn
-        self.train_dataset, self.val_dataset = train_dataset, val_dataset
-        self.total_training_steps = total_training_steps
+        self.role_worker_mapping, self.resource_pool_manager = role_worker_mapping, resource_pool_manager
+        if device_name is not None:
+            config.trainer.device = device_name
+        d = config.data
+        self.train_dataset = _or(train_dataset, lambda: build_dataset(config, d.train_files, tokenizer))
+        self.val_dataset = _or(val_dataset, lambda: build_dataset(config, d.val_files, tokenizer, "data.val_files"))
+        self.reward_fn = _or(reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key))
+        self.val_reward_fn = _or(val_reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key))
+        self.total_training_steps = total_training_steps(config, len(self.train_dataset))
+        self.actor_rollout_wg = self.critic_wg = self.rm_wg = self.backend = None  # init_workers starts them
         alg = config.algorithm
-        self.use_critic, self.use_rm = self.critic_wg is not None, self.rm_wg is not None
+        self.use_critic, self.use_rm = Role.Critic in role_worker_mapping, Role.RewardModel in role_worker_mapping
         self.use_reference_policy = uses_reference_policy(config)
         self.kl_ctrl_in_reward = core_algos.get_kl_controller(alg.kl_ctrl) if alg.use_kl_in_reward else None
-        d = config.data
-        seed = d.seed if d.seed is not None else config.trainer.seed
-        self.train_loader = PromptLoader(train_dataset, d.train_batch_size, tokenizer.pad_token_id, d.shuffle, seed)
+        seed, pad = (d.seed if d.seed is not None else config.trainer.seed), tokenizer.pad_token_id
+        self.train_loader = PromptLoader(self.train_dataset, d.train_batch_size, pad, d.shuffle, seed)
         self.checkpoints = RunCheckpoints(config.trainer)
         self.global_steps = 0
         self.callbacks: list = []  # step callbacks (see verl.engine); each sees the step's batch and metrics
@@ -94,6 +92,12 @@ class RayPPOTrainer:
         self.timer = StepTimer()  # the current step's stage timings (timing_s/<stage>)
         self.run_log = RunLog(config, self.checkpoints.root)
         self._resumed = False
+
+    def init_workers(self) -> None:
+        """Start every role's workers on ``trainer.backend`` and build their models (verl's name)."""
+        args = (self.role_worker_mapping, self.resource_pool_manager, self.total_training_steps, self.tokenizer)
+        handles, self.backend = init_workers(self.config, *args)
+        self.actor_rollout_wg, self.critic_wg, self.rm_wg = (handles.get(h) for h in ("actor_rollout", "critic", "rm"))
 
     # ------------------------------------------------------------------------------------------------ the loop
     def init(self) -> None:
@@ -172,9 +176,8 @@ class RayPPOTrainer:
             self.metrics.update(counts)
         # hints for data-parallel workers (ignored by local ones): balance tokens across workers, and split each
         # optimizer mini-batch evenly over them (verl.single_controller.base.decorator.dp_row_order)
-        batch.meta_info.update(
-            global_steps=self.global_steps, rollout_n=n, balance_batch=self.config.trainer.balance_batch
-        )
+        balance = self.config.trainer.balance_batch
+        batch.meta_info.update(global_steps=self.global_steps, rollout_n=n, balance_batch=balance)
         return batch
 
     def generate(self, prompts: DataProto | None = None) -> DataProto:
@@ -203,11 +206,12 @@ class RayPPOTrainer:
             with self.timer("gen_max"):
                 n = cfg.actor_rollout_ref.rollout.n
                 generate = self.actor_rollout_wg.generate_sequences
-                baseline = compute_remax_baseline(batch, n, generate, self._score, self._shaped_score)
+                baseline = reward_stage.compute_remax_baseline(batch, n, generate, self._score, self._shaped_score)
                 batch.batch["reward_baselines"] = baseline
         with self.timer("reward"):
             reward_tensor, extra = self._score(batch)
-        errors = add_scores(batch, reward_tensor, extra, cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
+        shaping = (cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
+        errors = reward_stage.add_scores(batch, reward_tensor, extra, *shaping)
         self.metrics["reward/errors"] = self.metrics.get("reward/errors", 0) + errors
         return batch
 
@@ -218,10 +222,8 @@ class RayPPOTrainer:
                 return batch  # the actor's update computes them (and the entropy metric) in its own pass
             old = self.actor_rollout_wg.compute_log_prob(batch)
             entropy = old.batch.pop("entropys")
-            mode = self.config.actor_rollout_ref.actor.loss_agg_mode
-            self.metrics["actor/entropy"] = core_algos.agg_loss(
-                entropy, batch.batch["response_mask"].float(), mode
-            ).item()
+            mask, mode = batch.batch["response_mask"].float(), self.config.actor_rollout_ref.actor.loss_agg_mode
+            self.metrics["actor/entropy"] = core_algos.agg_loss(entropy, mask, mode).item()
             return batch.union(old)
 
     def compute_ref_log_prob(self, batch: DataProto) -> DataProto:
@@ -232,9 +234,8 @@ class RayPPOTrainer:
             batch = batch.union(self.actor_rollout_wg.compute_ref_log_prob(batch))
             b = batch.batch
             if "old_log_probs" in b:  # a skipped on-policy pass: no callback reads token_level_kl
-                kl = core_algos.kl_penalty(
-                    b["old_log_probs"], b["ref_log_prob"], self.config.algorithm.kl_penalty.rstrip("+")
-                )
+                kind = self.config.algorithm.kl_penalty.rstrip("+")
+                kl = core_algos.kl_penalty(b["old_log_probs"], b["ref_log_prob"], kind)
                 b["token_level_kl"] = kl.detach() * b["response_mask"].to(kl.dtype)
             return batch
 
@@ -250,7 +251,7 @@ class RayPPOTrainer:
         ``advantages`` and ``returns`` of the configured estimator."""
         alg = self.config.algorithm
         with self.timer("adv"):
-            batch, kl_metrics = compute_token_level_rewards(batch, alg, self.kl_ctrl_in_reward)
+            batch, kl_metrics = advantage.compute_token_level_rewards(batch, alg, self.kl_ctrl_in_reward)
             self.metrics.update(kl_metrics)
             run_callbacks(self.callbacks, "on_rewards", self, batch, self.metrics)
             batch = compute_advantage(batch, alg.adv_estimator, alg.gamma, alg.lam, alg.norm_adv_by_std_in_grpo, alg)
@@ -274,13 +275,13 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------------------------------------ stage parts
     def _score(self, batch: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
-        return score_batch(batch, self.reward_fn, self.rm_wg, self.reward_hooks)
+        return reward_stage.score_batch(batch, self.reward_fn, self.rm_wg, self.reward_hooks)
 
     def _shaped_score(self, score: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
         """A sequence score on the scale of the sampled responses' rewards: overlong penalty added, / reward_temp."""
         cfg = self.config
-        penalty = overlong_penalty(response_mask, cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
-        return (score + penalty) / cfg.algorithm.reward_temp
+        shaping = (cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
+        return (score + reward_stage.overlong_penalty(response_mask, *shaping)) / cfg.algorithm.reward_temp
 
     def _old_log_prob_is_current(self, batch: DataProto) -> bool:
         """Whether the old-log-prob pass would equal the update's own log-probs: one PPO epoch over exactly one
@@ -391,3 +392,8 @@ def _copy_prompts(prompts: DataProto) -> DataProto:
     """A shallow copy (new dicts, shared tensors) of a caller's prompt batch, so the step's in-place edits (uid,
     popped keys) never reach it."""
     return DataProto(dict(prompts.batch or {}), dict(prompts.non_tensor_batch), dict(prompts.meta_info))
+
+
+def _or(value: Any, make) -> Any:
+    """``value``, or ``make()`` when it is None (an empty dataset is still a given one)."""
+    return value if value is not None else make()

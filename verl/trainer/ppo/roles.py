@@ -1,12 +1,14 @@
-"""The roles of a PPO-family run and the worker groups that play them, built once from the config for either backend.
+"""The roles of a PPO-family run and the worker groups that play them, built once for either backend.
 
-    roles = build_role_worker_mapping(config, total_steps, tokenizer)   # Role -> worker class + its arguments
-    pools = build_resource_pool_manager(config, roles)                   # which processes each role runs on
-    handles, backend = init_workers(config, roles, pools)                # {"actor_rollout": group, "critic": ...}
+    roles = build_role_worker_mapping(config)                  # Role -> worker class (verl's role_worker_mapping)
+    pools = build_resource_pool_manager(config, roles)         # which processes each role runs on
+    handles, backend = init_workers(config, roles, pools, total_steps, tokenizer)   # {"actor_rollout": group, ...}
 
 ``trainer.backend=local`` builds every role in one `LocalWorkerGroup` (a group of size one in this process);
 ``trainer.backend=ray`` builds one Ray worker group per resource pool (``verl.trainer.ppo.ray_backend``). Both get the
-same role list and the device (``trainer.device``) explicitly; the controller sees the same handles either way.
+same role list, the same constructor arguments (`worker_init_args`) and the device explicitly; the controller sees
+the same handles either way. ``RayPPOTrainer(config, tokenizer, role_worker_mapping, resource_pool_manager)`` then
+``init_workers()`` is verl's recipe-style construction of the same thing.
 """
 
 from __future__ import annotations
@@ -22,17 +24,44 @@ CRITIC_ESTIMATORS = ("gae",)
 GLOBAL_POOL = "global_pool"
 
 
-class Role(str, Enum):
-    """A role of the dataflow (verl's names); the value is the controller's handle for its worker group."""
+class Role(Enum):
+    """A role of the dataflow (verl's names and values). Here the reference policy lives in the policy's worker
+    (``ActorRolloutRef``); the separate ``Actor``/``Rollout``/``Env`` roles of other engines do not run."""
 
-    ActorRollout = "actor_rollout"  # the policy: actor and rollout in one worker (hybrid engine)
-    ActorRolloutRef = "actor_rollout_ref"  # the same, holding the frozen reference policy too
-    Critic = "critic"
-    RewardModel = "rm"
+    Actor = 0
+    Rollout = 1
+    ActorRollout = 2
+    Critic = 3
+    RefPolicy = 4
+    RewardModel = 5
+    ActorRolloutRef = 6
+    Env = 7
+
+    def __str__(self) -> str:
+        return _ROLE_NAMES.get(self, self.name.lower())
+
+    @classmethod
+    def from_string(cls, name: str) -> Role:
+        for role, text in _ROLE_NAMES.items():
+            if text == name.lower():
+                return role
+        raise ValueError(f"no Role named {name!r}: one of {sorted(_ROLE_NAMES.values())}")
 
     @property
     def handle(self) -> str:
-        return "actor_rollout" if self in (Role.ActorRollout, Role.ActorRolloutRef) else self.value
+        """The controller's name for the role's worker group."""
+        return "actor_rollout" if self in (Role.ActorRollout, Role.ActorRolloutRef) else str(self)
+
+
+_ROLE_NAMES = {
+    Role.Actor: "actor",
+    Role.Rollout: "rollout",
+    Role.ActorRollout: "actor_rollout",
+    Role.Critic: "critic",
+    Role.RefPolicy: "ref",
+    Role.RewardModel: "rm",
+    Role.ActorRolloutRef: "actor_rollout_ref",
+}
 
 
 @dataclass
@@ -43,8 +72,12 @@ class ResourcePoolManager:
     resource_pool_spec: dict[str, list[int]]
     mapping: dict[Role, str] = field(default_factory=dict)
 
+    def get_n_gpus(self) -> int:
+        return sum(sum(shape) for shape in self.resource_pool_spec.values())
+
 
 def uses_reference_policy(config: Any) -> bool:
+    """Whether the run needs the frozen reference policy: ``ref.enable``, else a KL term that reads it."""
     enable = config.actor_rollout_ref.ref.enable
     if enable is not None:
         return bool(enable)
@@ -52,26 +85,31 @@ def uses_reference_policy(config: Any) -> bool:
 
 
 def uses_critic(config: Any) -> bool:
+    """Whether the run trains a critic: ``critic.enable``, else an estimator that needs values (GAE)."""
     enable = config.critic.enable
     return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
 
 
-def build_role_worker_mapping(config: Any, total_steps: int, policy_tokenizer: Any) -> dict[Role, ClassWithInitArgs]:
-    """The run's roles, in the order their models are built: the policy, the critic (estimators that need values),
-    the reward model (``reward_model.enable``)."""
-    seed = config.trainer.seed
+need_reference_policy, need_critic = uses_reference_policy, uses_critic  # verl's names
+
+
+def need_reward_model(role_worker_mapping: dict[Role, Any]) -> bool:
+    return Role.RewardModel in role_worker_mapping
+
+
+def build_role_worker_mapping(config: Any) -> dict[Role, type]:
+    """The run's roles and their worker classes, in the order their models are built: the policy (with the
+    reference when a KL term needs it), the critic (estimators that need values), the reward model."""
     policy = Role.ActorRolloutRef if uses_reference_policy(config) else Role.ActorRollout
-    roles = {
-        policy: ClassWithInitArgs(ActorRolloutRefWorker, (config.actor_rollout_ref, policy.value, total_steps, seed))
-    }
+    roles: dict[Role, type] = {policy: ActorRolloutRefWorker}
     if uses_critic(config):
-        roles[Role.Critic] = ClassWithInitArgs(CriticWorker, (config.critic, total_steps, seed))
+        roles[Role.Critic] = CriticWorker
     if config.reward_model.enable:
-        roles[Role.RewardModel] = ClassWithInitArgs(RewardModelWorker, (config.reward_model, policy_tokenizer))
+        roles[Role.RewardModel] = RewardModelWorker
     return roles
 
 
-def build_resource_pool_manager(config: Any, roles: dict[Role, ClassWithInitArgs]) -> ResourcePoolManager:
+def build_resource_pool_manager(config: Any, roles: dict[Role, Any]) -> ResourcePoolManager:
     """The global pool (``trainer.nnodes`` x ``trainer.n_gpus_per_node`` processes) holds every role, except the
     critic and the reward model when they ask for their own pool (``<role>.enable_resource_pool``)."""
     t = config.trainer
@@ -79,12 +117,45 @@ def build_resource_pool_manager(config: Any, roles: dict[Role, ClassWithInitArgs
     for role in roles:
         section = {Role.Critic: config.critic, Role.RewardModel: config.reward_model}.get(role)
         if section is not None and section.enable_resource_pool:
-            name = f"{role.handle}_pool"
-            pools.resource_pool_spec[name] = [section.n_gpus_per_node] * section.nnodes
-            pools.mapping[role] = name
+            pools.resource_pool_spec[f"{role.handle}_pool"] = [section.n_gpus_per_node] * section.nnodes
+            pools.mapping[role] = f"{role.handle}_pool"
         else:
             pools.mapping[role] = GLOBAL_POOL
     return pools
+
+
+def worker_init_args(role: Role, config: Any, total_steps: int, policy_tokenizer: Any) -> tuple:
+    """The constructor arguments of ``role``'s worker (the same on every backend and rank)."""
+    seed = config.trainer.seed
+    if role in (Role.ActorRollout, Role.ActorRolloutRef):
+        return (config.actor_rollout_ref, str(role), total_steps, seed)
+    if role is Role.Critic:
+        return (config.critic, total_steps, seed)
+    if role is Role.RewardModel:
+        return (config.reward_model, policy_tokenizer)
+    raise ValueError(f"role {role} has no worker here: the policy runs as Role.ActorRollout (hybrid engine)")
+
+
+def role_specs(
+    config: Any, roles: dict[Role, Any], pools: ResourcePoolManager, total_steps: int, tokenizer: Any
+) -> dict[str, tuple[ClassWithInitArgs, str]]:
+    """``{handle: (worker class with its arguments, pool name)}`` in build order. A verl recipe's mapping may give
+    Ray remote classes and a separate ``Role.RefPolicy``: the class is unwrapped, and the reference joins the
+    policy's worker (``ActorRolloutRef``), since the hybrid engine holds both."""
+    roles = dict(roles)
+    wants_ref = roles.pop(Role.RefPolicy, None) is not None or uses_reference_policy(config)
+    if wants_ref and Role.ActorRollout in roles:
+        roles = {(Role.ActorRolloutRef if r is Role.ActorRollout else r): c for r, c in roles.items()}
+        pools.mapping.setdefault(Role.ActorRolloutRef, pools.mapping.get(Role.ActorRollout, GLOBAL_POOL))
+    specs = {}
+    for role, cls in roles.items():
+        if isinstance(cls, ClassWithInitArgs):
+            spec = cls
+        else:
+            cls = getattr(cls, "__ray_actor_class__", cls)  # ray.remote(Worker) -> Worker
+            spec = ClassWithInitArgs(cls, worker_init_args(role, config, total_steps, tokenizer))
+        specs[role.handle] = (spec, pools.mapping.get(role, GLOBAL_POOL))
+    return specs
 
 
 @dataclass
@@ -115,20 +186,21 @@ class WorkerBackend:
 
 
 def init_workers(
-    config: Any, roles: dict[Role, ClassWithInitArgs], pools: ResourcePoolManager
+    config: Any, roles: dict[Role, Any], pools: ResourcePoolManager, total_steps: int, tokenizer: Any = None
 ) -> tuple[dict[str, RoleWorkerGroup], WorkerBackend]:
     """Start the workers of ``roles`` on ``trainer.backend`` and build every role's model (``init_model``, in role
     order); returns the controller's handles by name and the backend."""
+    specs = role_specs(config, roles, pools, total_steps, tokenizer)
     if config.trainer.backend == "ray":
         from verl.trainer.ppo.ray_backend import start_ray_worker_groups
 
-        return start_ray_worker_groups(config, roles, pools)
+        return start_ray_worker_groups(config, specs, pools.resource_pool_spec)
     if config.trainer.device == "cpu" and config.trainer.cpu_retain_freed_memory:
         from verl.utils.cpu_malloc import retain_freed_memory
 
         retain_freed_memory()
-    group = LocalWorkerGroup({role.handle: spec for role, spec in roles.items()}, device=config.trainer.device)
-    handles = {role.handle: group.role(role.handle) for role in roles}
+    group = LocalWorkerGroup({handle: spec for handle, (spec, _) in specs.items()}, device=config.trainer.device)
+    handles = {handle: group.role(handle) for handle in specs}
     for handle in handles.values():
         handle.init_model()
     return handles, WorkerBackend(groups=[group])

@@ -155,3 +155,38 @@ class PromptLoader:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch, self.batch_idx = int(state["epoch"]), int(state["batch_idx"])
+
+
+def build_dataset(config: Any, files: Any, tokenizer: Any, key: str = "data.train_files") -> RLHFDataset:
+    """The prompts of ``files`` (the value of config key ``key``, named in errors) under a whole job config: its
+    ``data`` section, with ``trainer.seed`` seeding a ``*_max_samples`` subset when ``data.seed`` is null."""
+    d = config.data
+    if not files:
+        raise ValueError(
+            f"{key} is empty: give parquet files or builtin:// specs, e.g. {key}=[builtin://arithmetic/train]"
+        )
+    try:
+        return RLHFDataset(
+            files,
+            tokenizer,
+            d.prompt_key,
+            d.max_prompt_length,
+            d.filter_overlong_prompts,
+            d.truncation,
+            d.return_raw_chat,
+            reward_fn_key=d.reward_fn_key,
+            max_samples=d.val_max_samples if key == "data.val_files" else d.train_max_samples,
+            # verl draws the subset at random when the data is shuffled, else takes the first rows
+            sample_seed=(d.seed if d.seed is not None else config.trainer.seed) if d.shuffle else None,
+        )
+    except ValueError as e:
+        if str(e).startswith("no usable prompts"):
+            raise ValueError(f"{key}: {e}") from None
+        raise
+
+
+def total_training_steps(config: Any, dataset_len: int) -> int:
+    """The run's length: ``trainer.total_training_steps``, else ``total_epochs`` passes over the prompts."""
+    if config.trainer.total_training_steps:
+        return int(config.trainer.total_training_steps)
+    return max(1, dataset_len // config.data.train_batch_size) * config.trainer.total_epochs
