@@ -52,8 +52,8 @@ def _rank_main(rank: int, world: int, port: int, device_type: str, result_dir: s
     out["collectives_s"] = time.perf_counter() - t
 
     from verl.utils.fsdp_utils import apply_fsdp2, clip_grad_norm
-    from verl.workers.config import FSDPEngineConfig
     from verl.utils.model import load_causal_lm
+    from verl.workers.config import FSDPEngineConfig
 
     model = load_causal_lm("builtin://tiny-qwen2-arith-sft")
     apply_fsdp2(model, FSDPEngineConfig(), device)  # bf16 compute on cuda, fp32 on cpu; fp32 reduce; reshard
