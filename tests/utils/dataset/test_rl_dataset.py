@@ -41,3 +41,18 @@ def test_a_chat_template_error_names_the_file_and_row(tmp_path, tok):
     path = _write(tmp_path / "d.parquet", rows)
     with pytest.raises(ValueError, match=r"d.parquet, row 1: the tokenizer's chat template rejected.*System role"):
         RLHFDataset(path, tok)
+
+
+def test_collate_fn_stacks_tensors_and_keeps_one_object_per_row():
+    import torch
+
+    from verl.utils.dataset.rl_dataset import collate_fn
+
+    items = [
+        {"input_ids": torch.tensor([1, 2]), "messages": [{"role": "user", "content": "a"}], "ids": [1, 2], "k": {}},
+        {"input_ids": torch.tensor([3, 4]), "messages": [{"role": "user", "content": "b"}], "ids": [3, 4], "k": {}},
+    ]
+    batch = collate_fn(items)
+    assert torch.equal(batch["input_ids"], torch.tensor([[1, 2], [3, 4]]))
+    for key in ("messages", "ids", "k"):  # equal-length lists stay one element per row, not a 2-D array
+        assert batch[key].shape == (2,) and batch[key][1] == items[1][key]

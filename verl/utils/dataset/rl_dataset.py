@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from verl.protocol import DataProto
+from verl.protocol import DataProto, to_object_array
 from verl.utils.dataset.parquet import get_nested, prompt_to_messages, read_parquet_rows, render_prompt
 
 logger = logging.getLogger(__name__)
@@ -155,6 +155,17 @@ class PromptLoader:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch, self.batch_idx = int(state["epoch"]), int(state["batch_idx"])
+
+
+def collate_fn(data_list: list[dict]) -> dict[str, Any]:
+    """verl's collation of dataset items: tensors stacked into (batch_size, ...) tensors, every other value into a
+    1-D object array of length batch_size (a list or dict per row stays one element)."""
+    keys = dict.fromkeys(k for item in data_list for k in item)
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [item[key] for item in data_list]
+        out[key] = torch.stack(values) if isinstance(values[0], torch.Tensor) else to_object_array(values)
+    return out
 
 
 def build_dataset(config: Any, files: Any, tokenizer: Any, key: str = "data.train_files") -> RLHFDataset:
