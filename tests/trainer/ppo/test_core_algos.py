@@ -14,7 +14,7 @@ from verl.utils.torch_functional import entropy_from_logits, masked_mean, masked
 BS, T = 8, 7
 LENGTHS = [7, 5, 3, 1, 6, 7, 2, 4]  # trailing padding after each length
 UIDS = np.array(["a", "b", "a", "c", "b", "a", "c", "b"], dtype=object)  # groups interleaved, sizes 3/3/2
-AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+AGG_MODES = ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -82,12 +82,14 @@ def ref_agg(loss, m, mode: str) -> float:
     kept = [i for i in range(len(loss)) if rows_n[i] > 0]
     if mode == "token-mean":
         return sum(rows_sum) / sum(rows_n)
+    if mode == "token-sum":
+        return sum(rows_sum)
     if mode == "seq-mean-token-sum":
         return sum(rows_sum[i] for i in kept) / len(kept)
     if mode == "seq-mean-token-mean":
         return sum(rows_sum[i] / rows_n[i] for i in kept) / len(kept)
-    if mode == "seq-mean-token-sum-norm":
-        return sum(rows_sum) / len(loss[0])
+    if mode == "seq-mean-token-sum-norm":  # Dr. GRPO: 1 / (G L)
+        return sum(rows_sum[i] for i in kept) / len(kept) / len(loss[0])
     raise AssertionError(mode)
 
 
@@ -552,7 +554,8 @@ def test_agg_loss_hand_case_and_error():
     _close(ca.agg_loss(loss, m, "token-mean"), 10.0 / 4)
     _close(ca.agg_loss(loss, m, "seq-mean-token-sum"), (6.0 + 4.0) / 2)
     _close(ca.agg_loss(loss, m, "seq-mean-token-mean"), (2.0 + 4.0) / 2)
-    _close(ca.agg_loss(loss, m, "seq-mean-token-sum-norm"), 10.0 / 3)
+    _close(ca.agg_loss(loss, m, "seq-mean-token-sum-norm"), 10.0 / 2 / 3)  # 1 / (G L): 2 sequences, L = 3
+    _close(ca.agg_loss(loss, m, "token-sum"), 10.0)
     with pytest.raises(ValueError, match="token-mean"):
         ca.agg_loss(loss, m, "sum")
 
@@ -800,9 +803,10 @@ def test_cispo_matches_loop_with_gradient(mode):
                 kl -= d
                 scale = {
                     "token-mean": 1.0 / n,
+                    "token-sum": 1.0,
                     "seq-mean-token-sum": 1.0 / n_seq,
                     "seq-mean-token-mean": 1.0 / (n_seq * LENGTHS[i]),
-                    "seq-mean-token-sum-norm": 1.0 / T,
+                    "seq-mean-token-sum-norm": 1.0 / (n_seq * T),
                 }[mode]
                 grads[i][t] = -w * a * scale  # the weight is a constant: gradient flows through log_prob only
     _close(loss, ref_agg(losses, m, mode))

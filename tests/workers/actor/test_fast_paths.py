@@ -155,9 +155,7 @@ def _assert_same_weights(a, b, atol=1e-5):
         torch.testing.assert_close(p, q, atol=atol, rtol=1e-4, msg=f"{name} differs")
 
 
-@pytest.mark.parametrize(
-    "loss_agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
-)
+@pytest.mark.parametrize("loss_agg_mode", list(core_algos.LOSS_AGG_MODES))
 def test_every_micro_batching_gives_the_whole_mini_batch_gradient(model, loss_agg_mode):
     data = make_batch(seed=2)
     old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
