@@ -13,6 +13,8 @@ it), so the trainer, the workers and ``verl.utils`` may all import it. One modul
     functional     masked_mean / masked_sum / masked_var / masked_whiten, entropy_from_logits
     aggregation    agg_loss and the micro-batch / data-parallel loss weights
     advantage      advantage estimators and their registry (``algorithm.adv_estimator``)
+    gdpo           GDPO: reward components normalised separately
+    optimal_token_baseline   the optimal token baseline (single- and multi-turn)
     policy_loss    policy losses and their registry (``actor.policy_loss.loss_mode``)
     kl             KL estimates, KL controllers, the KL-shaped reward
     value_loss     value loss, entropy loss, DAPO's overlong penalty
@@ -28,23 +30,32 @@ from .advantage import (
     compute_gpg_outcome_advantage,
     compute_grpo_outcome_advantage,
     compute_grpo_passk_outcome_advantage,
+    compute_grpo_vectorized_outcome_advantage,
     compute_opo_outcome_advantage,
     compute_reinforce_plus_plus_baseline_outcome_advantage,
     compute_reinforce_plus_plus_outcome_advantage,
     compute_remax_outcome_advantage,
     compute_rloo_outcome_advantage,
+    compute_rloo_vectorized_outcome_advantage,
     get_adv_estimator_fn,
     register_adv_est,
 )
 from .aggregation import LOSS_AGG_MODES, agg_loss, loss_normalizer_counts, micro_batch_loss_weight
 from .functional import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
+from .gdpo import compute_gdpo_outcome_advantage
 from .kl import (
     KL_PENALTY_TYPES,
     AdaptiveKLController,
     FixedKLController,
     apply_kl_penalty,
+    compute_rewards,
     get_kl_controller,
     kl_penalty,
+    kl_penalty_forward,
+)
+from .optimal_token_baseline import (
+    compute_multi_turn_optimal_token_baseline_advantage,
+    compute_optimal_token_baseline_advantage,
 )
 from .policy_loss import (
     POLICY_LOSS_AGG_MODE,
@@ -78,10 +89,14 @@ __all__ = [
     "apply_kl_penalty",
     "compute_entropy_loss",
     "compute_gae_advantage_return",
+    "compute_gdpo_outcome_advantage",
     "compute_gpg_outcome_advantage",
     "compute_grpo_outcome_advantage",
     "compute_grpo_passk_outcome_advantage",
+    "compute_grpo_vectorized_outcome_advantage",
+    "compute_multi_turn_optimal_token_baseline_advantage",
     "compute_opo_outcome_advantage",
+    "compute_optimal_token_baseline_advantage",
     "compute_overlong_penalty",
     "compute_policy_loss",
     "compute_policy_loss_cispo",
@@ -93,7 +108,9 @@ __all__ = [
     "compute_reinforce_plus_plus_baseline_outcome_advantage",
     "compute_reinforce_plus_plus_outcome_advantage",
     "compute_remax_outcome_advantage",
+    "compute_rewards",
     "compute_rloo_outcome_advantage",
+    "compute_rloo_vectorized_outcome_advantage",
     "compute_value_loss",
     "effective_loss_agg_mode",
     "entropy_from_logits",
@@ -101,6 +118,7 @@ __all__ = [
     "get_kl_controller",
     "get_policy_loss_fn",
     "kl_penalty",
+    "kl_penalty_forward",
     "loss_normalizer_counts",
     "masked_mean",
     "masked_sum",

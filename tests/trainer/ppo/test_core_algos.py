@@ -161,6 +161,11 @@ def test_registries_and_unknown_names():
         "remax": ca.compute_remax_outcome_advantage,
         "opo": ca.compute_opo_outcome_advantage,
         "gpg": ca.compute_gpg_outcome_advantage,
+        "grpo_vectorized": ca.compute_grpo_vectorized_outcome_advantage,
+        "rloo_vectorized": ca.compute_rloo_vectorized_outcome_advantage,
+        "optimal_token_baseline": ca.compute_optimal_token_baseline_advantage,
+        "tir_optimal_token_baseline": ca.compute_multi_turn_optimal_token_baseline_advantage,
+        "gdpo": ca.compute_gdpo_outcome_advantage,
     }
     for name, fn in estimators.items():
         assert ca.get_adv_estimator_fn(name) is fn
@@ -208,16 +213,24 @@ def test_custom_registration():
 def test_uniform_trainer_call_for_every_estimator():
     m = _mask()
     rewards = _randn(BS, T, seed=3) * m
-    kwargs = dict(
+    old_log_probs = -_randn(BS, T, seed=17).abs()
+    kwargs = dict(  # what verl.trainer.ppo.advantage.compute_advantage passes
         token_level_rewards=rewards,
         response_mask=m,
         index=UIDS,
         values=_randn(BS, T, seed=4),
         reward_baselines=_randn(BS, seed=5),
+        old_log_probs=old_log_probs,
+        sum_pi_squared=torch.exp(2 * old_log_probs),
+        rollout_is_weights=None,
         gamma=0.99,
         lam=0.95,
         norm_adv_by_std_in_grpo=True,
-        config=OmegaConf.create({"gamma": 0.99, "lam": 0.95, "norm_adv_by_std_in_grpo": True}),
+        config=OmegaConf.create(
+            {"gamma": 0.99, "lam": 0.95, "norm_adv_by_std_in_grpo": True, "gdpo_reward_keys": ["acc", "fmt"]}
+        ),
+        batch={"token_level_rewards": rewards, "response_mask": m},
+        non_tensor_batch={"uid": UIDS, "acc": np.arange(BS) % 2, "fmt": np.arange(BS) % 3},
     )
     for name in ca.AdvantageEstimator:
         adv, ret = ca.get_adv_estimator_fn(name)(**kwargs)
