@@ -108,3 +108,28 @@ def test_one_policy_loss_registry_through_both_paths():
         leaf.POLICY_LOSS_REGISTRY.pop("test_leaf_via_leaf", None)
     with pytest.raises(ValueError):
         leaf.get_policy_loss_fn("test_leaf_via_leaf")
+
+
+@pytest.mark.parametrize(
+    "name,register,get",
+    [
+        ("ADV_ESTIMATOR_REGISTRY", "register_adv_est", "get_adv_estimator_fn"),
+        ("POLICY_LOSS_REGISTRY", "register_policy_loss", "get_policy_loss_fn"),
+    ],
+)
+def test_assigning_a_registry_on_the_old_path_swaps_it_everywhere(monkeypatch, name, register, get):
+    """verl's tests isolate a registry with ``core_algos.ADV_ESTIMATOR_REGISTRY = {...}``; in verl the functions live
+    in that module, so they then use the new dict. The same holds here, through both paths."""
+    original = getattr(leaf, name)
+    swapped = {"gae": "stand-in"}
+    monkeypatch.setattr(old_path, name, swapped)  # undone after the test (the setattr goes through the same path)
+    assert getattr(leaf, name) is swapped
+    assert getattr(old_path, get)("gae") == "stand-in"
+
+    def fn(**kwargs):
+        return None
+
+    getattr(leaf, register)("test_swapped")(fn)
+    assert swapped["test_swapped"] is fn and "test_swapped" not in original
+    monkeypatch.undo()
+    assert getattr(leaf, name) is original and getattr(old_path, name) is original

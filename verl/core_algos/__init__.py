@@ -10,12 +10,17 @@ response part; every ``(bs, response_length)`` tensor is aligned with ``response
 A leaf package: it imports torch, numpy and the standard library, nothing of ``verl`` (``tests/core_algos`` checks
 it), so the trainer, the workers and ``verl.utils`` may all import it. One module per topic:
 
-    functional     masked_mean / masked_sum / masked_var / masked_whiten, entropy_from_logits
-    aggregation    agg_loss and the micro-batch / data-parallel loss weights
-    advantage      advantage estimators and their registry (``algorithm.adv_estimator``)
-    policy_loss    policy losses and their registry (``actor.policy_loss.loss_mode``)
-    kl             KL estimates, KL controllers, the KL-shaped reward
-    value_loss     value loss, entropy loss, DAPO's overlong penalty
+    functional               masked_mean / masked_sum / masked_var / masked_whiten, entropy_from_logits
+    aggregation              agg_loss and the micro-batch / data-parallel loss weights
+    advantage                advantage estimators and their registry (``algorithm.adv_estimator``)
+    gdpo                     GDPO: reward components normalised separately
+    optimal_token_baseline   the optimal token baseline (single- and multi-turn)
+    policy_loss              the policy-loss registry (``actor.policy_loss.loss_mode``), token-level losses
+    policy_loss_sequence     GSPO, GMPO (geo_mean), SAPO: sequence-level losses
+    policy_loss_cov          Clip-Cov, KL-Cov
+    policy_loss_dppo         DPPO (binary TV / binary KL trust regions)
+    kl                       KL estimates, KL controllers, the KL-shaped reward
+    value_loss               value loss, entropy loss, DAPO's overlong penalty
 
 ``verl.trainer.ppo.core_algos`` re-exports the same objects (same registries) under verl's old module path.
 """
@@ -28,23 +33,32 @@ from .advantage import (
     compute_gpg_outcome_advantage,
     compute_grpo_outcome_advantage,
     compute_grpo_passk_outcome_advantage,
+    compute_grpo_vectorized_outcome_advantage,
     compute_opo_outcome_advantage,
     compute_reinforce_plus_plus_baseline_outcome_advantage,
     compute_reinforce_plus_plus_outcome_advantage,
     compute_remax_outcome_advantage,
     compute_rloo_outcome_advantage,
+    compute_rloo_vectorized_outcome_advantage,
     get_adv_estimator_fn,
     register_adv_est,
 )
 from .aggregation import LOSS_AGG_MODES, agg_loss, loss_normalizer_counts, micro_batch_loss_weight
 from .functional import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
+from .gdpo import compute_gdpo_outcome_advantage
 from .kl import (
     KL_PENALTY_TYPES,
     AdaptiveKLController,
     FixedKLController,
     apply_kl_penalty,
+    compute_rewards,
     get_kl_controller,
     kl_penalty,
+    kl_penalty_forward,
+)
+from .optimal_token_baseline import (
+    compute_multi_turn_optimal_token_baseline_advantage,
+    compute_optimal_token_baseline_advantage,
 )
 from .policy_loss import (
     POLICY_LOSS_AGG_MODE,
@@ -52,15 +66,18 @@ from .policy_loss import (
     PolicyLossFn,
     compute_policy_loss,
     compute_policy_loss_cispo,
-    compute_policy_loss_clip_cov,
+    compute_policy_loss_dro,
     compute_policy_loss_gpg,
-    compute_policy_loss_gspo,
-    compute_policy_loss_kl_cov,
+    compute_policy_loss_reinforce,
     compute_policy_loss_vanilla,
     effective_loss_agg_mode,
     get_policy_loss_fn,
     register_policy_loss,
+    truncated_is_weights,
 )
+from .policy_loss_cov import compute_policy_loss_clip_cov, compute_policy_loss_kl_cov
+from .policy_loss_dppo import compute_policy_loss_dppo_kl, compute_policy_loss_dppo_tv
+from .policy_loss_sequence import compute_policy_loss_geo_mean, compute_policy_loss_gspo, compute_policy_loss_sapo
 from .value_loss import compute_entropy_loss, compute_overlong_penalty, compute_value_loss
 
 __all__ = [
@@ -78,22 +95,34 @@ __all__ = [
     "apply_kl_penalty",
     "compute_entropy_loss",
     "compute_gae_advantage_return",
+    "compute_gdpo_outcome_advantage",
     "compute_gpg_outcome_advantage",
     "compute_grpo_outcome_advantage",
     "compute_grpo_passk_outcome_advantage",
+    "compute_grpo_vectorized_outcome_advantage",
+    "compute_multi_turn_optimal_token_baseline_advantage",
     "compute_opo_outcome_advantage",
+    "compute_optimal_token_baseline_advantage",
     "compute_overlong_penalty",
     "compute_policy_loss",
     "compute_policy_loss_cispo",
     "compute_policy_loss_clip_cov",
+    "compute_policy_loss_dppo_kl",
+    "compute_policy_loss_dppo_tv",
+    "compute_policy_loss_dro",
+    "compute_policy_loss_geo_mean",
     "compute_policy_loss_gpg",
     "compute_policy_loss_gspo",
     "compute_policy_loss_kl_cov",
+    "compute_policy_loss_reinforce",
+    "compute_policy_loss_sapo",
     "compute_policy_loss_vanilla",
     "compute_reinforce_plus_plus_baseline_outcome_advantage",
     "compute_reinforce_plus_plus_outcome_advantage",
     "compute_remax_outcome_advantage",
+    "compute_rewards",
     "compute_rloo_outcome_advantage",
+    "compute_rloo_vectorized_outcome_advantage",
     "compute_value_loss",
     "effective_loss_agg_mode",
     "entropy_from_logits",
@@ -101,6 +130,7 @@ __all__ = [
     "get_kl_controller",
     "get_policy_loss_fn",
     "kl_penalty",
+    "kl_penalty_forward",
     "loss_normalizer_counts",
     "masked_mean",
     "masked_sum",
@@ -109,4 +139,5 @@ __all__ = [
     "micro_batch_loss_weight",
     "register_adv_est",
     "register_policy_loss",
+    "truncated_is_weights",
 ]

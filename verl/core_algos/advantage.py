@@ -34,11 +34,13 @@ __all__ = [
     "compute_gpg_outcome_advantage",
     "compute_grpo_outcome_advantage",
     "compute_grpo_passk_outcome_advantage",
+    "compute_grpo_vectorized_outcome_advantage",
     "compute_opo_outcome_advantage",
     "compute_reinforce_plus_plus_baseline_outcome_advantage",
     "compute_reinforce_plus_plus_outcome_advantage",
     "compute_remax_outcome_advantage",
     "compute_rloo_outcome_advantage",
+    "compute_rloo_vectorized_outcome_advantage",
     "get_adv_estimator_fn",
     "register_adv_est",
 ]
@@ -64,6 +66,11 @@ class AdvantageEstimator(str, Enum):
     OPO = "opo"
     GRPO_PASSK = "grpo_passk"
     GPG = "gpg"
+    RLOO_VECTORIZED = "rloo_vectorized"
+    GRPO_VECTORIZED = "grpo_vectorized"
+    OPTIMAL_TOKEN_BASELINE = "optimal_token_baseline"
+    TIR_OPTIMAL_TOKEN_BASELINE = "tir_optimal_token_baseline"
+    GDPO = "gdpo"
 
 
 def _name(name_or_enum: str | Enum) -> str:
@@ -190,11 +197,38 @@ def compute_grpo_outcome_advantage(
 
     Shapes: token_level_rewards, response_mask (bs, response_length); index (bs,) -> (bs, response_length) x 2.
     """
-    scores = token_level_rewards.sum(dim=-1)
+    adv = _grpo_scalars(token_level_rewards.sum(dim=-1), index, epsilon, norm_adv_by_std_in_grpo)
+    adv = adv.unsqueeze(-1) * response_mask
+    return adv, adv
+
+
+def _grpo_scalars(scores: torch.Tensor, index: Any, epsilon: float, norm_by_std: bool) -> torch.Tensor:
+    """(s_i - mean_g) / (std_g + epsilon), or s_i - mean_g; a group of one uses mean 0 and std 1. (bs,) -> (bs,)."""
     mean, std, size = _group_stats(scores, index)
     mean = torch.where(size > 1, mean, torch.zeros_like(mean))
     std = torch.where(size > 1, std, torch.ones_like(std))
-    adv = (scores - mean) / (std + epsilon) if norm_adv_by_std_in_grpo else scores - mean
+    return (scores - mean) / (std + epsilon) if norm_by_std else scores - mean
+
+
+@register_adv_est(AdvantageEstimator.GRPO_VECTORIZED)
+@torch.no_grad()
+def compute_grpo_vectorized_outcome_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    norm_adv_by_std_in_grpo: bool = True,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO under verl's name for its batched implementation (``algorithm.adv_estimator=grpo_vectorized``).
+
+    The same formula as ``compute_grpo_outcome_advantage`` (which here is already computed for all groups at once
+    with scatter-adds): A_i = (s_i - mean_g(s)) / (std_g(s) + epsilon), a group of one with mean 0 and std 1.
+
+    Shapes: token_level_rewards, response_mask (bs, response_length); index (bs,) -> (bs, response_length) x 2.
+    """
+    adv = _grpo_scalars(token_level_rewards.sum(dim=-1), index, epsilon, norm_adv_by_std_in_grpo)
     adv = adv.unsqueeze(-1) * response_mask
     return adv, adv
 
@@ -267,6 +301,32 @@ def compute_rloo_outcome_advantage(
     return adv, adv
 
 
+@register_adv_est(AdvantageEstimator.RLOO_VECTORIZED)
+@torch.no_grad()
+def compute_rloo_vectorized_outcome_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RLOO in verl's batched form (``algorithm.adv_estimator=rloo_vectorized``):
+
+        A_i = (n s_i - sum_g(s)) / (n - 1)        (= s_i minus the mean of the other n - 1 responses)
+
+    The one difference from ``rloo``: a group of a single response has no other response to compare with and gets
+    A = 0 here (``rloo`` keeps its raw score), as in verl. ``epsilon`` is unused (verl's signature).
+
+    Shapes: token_level_rewards, response_mask (bs, response_length); index (bs,) -> (bs, response_length) x 2.
+    """
+    scores = token_level_rewards.sum(dim=-1)
+    mean, _, n = _group_stats(scores, index)
+    adv = torch.where(n > 1, n / (n - 1).clamp(min=1) * (scores - mean), torch.zeros_like(scores))
+    adv = adv.unsqueeze(-1) * response_mask
+    return adv, adv
+
+
 @register_adv_est(AdvantageEstimator.REINFORCE_PLUS_PLUS)
 @torch.no_grad()
 def compute_reinforce_plus_plus_outcome_advantage(
@@ -278,8 +338,13 @@ def compute_reinforce_plus_plus_outcome_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ (Hu 2025, "REINFORCE++: A Simple and Efficient Approach for Aligning LLMs").
 
-        G_t = r_t + gamma * m_{t+1} * G_{t+1}      (discounted return-to-go; it does not flow back across padding)
+        G_t = r_t + gamma * G_{t'}                 (t' = the next response token after t: the discounted
+                                                    return-to-go over response tokens only)
         A_t = whiten(G)_t                          (masked mean / unbiased variance over the whole batch)
+
+    Masked positions inside a response (a multi-turn trajectory's tool / user observation tokens, mask 0) are
+    skipped, as GAE skips them: the running return passes through them unchanged and undiscounted, so the outcome
+    reward at the end reaches the earlier turns, and G is 0 there. Rewards placed on masked positions are ignored.
 
     ``gamma`` defaults to ``config.gamma`` (verl reads it from the algorithm config), then 1.0.
 
@@ -291,10 +356,9 @@ def compute_reinforce_plus_plus_outcome_advantage(
     returns = torch.zeros_like(token_level_rewards)
     running = torch.zeros_like(token_level_rewards[:, 0])
     for t in reversed(range(token_level_rewards.shape[-1])):
-        running = token_level_rewards[:, t] + gamma * running
-        returns[:, t] = running
-        running = running * mask[:, t]
-    returns = returns * mask
+        candidate = token_level_rewards[:, t] + gamma * running
+        returns[:, t] = candidate * mask[:, t]
+        running = mask[:, t] * candidate + (1 - mask[:, t]) * running
     advantages = masked_whiten(returns, mask) * mask
     return advantages, returns
 

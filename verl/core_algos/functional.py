@@ -11,18 +11,30 @@ import torch
 __all__ = ["entropy_from_logits", "masked_mean", "masked_sum", "masked_var", "masked_whiten"]
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """sum(values * mask) / sum(mask) (over ``dim`` or everything); 0 where the mask is empty."""
+def masked_mean(
+    values: torch.Tensor, mask: torch.Tensor, axis: int | tuple[int, ...] | None = None, dim: int | None = None
+) -> torch.Tensor:
+    """sum(values * mask) / sum(mask) over ``axis`` (verl's name; ``dim`` is the same) or everything; 0 where the
+    mask is empty.
+
+    Entries outside the mask never reach the result, even when they hold NaN or inf (padding often does: log-probs
+    of pad tokens, losses of clipped-out positions): ``masked_mean([1, 2, nan, 4], [1, 0, 0, 1]) == 2.5``. Written
+    as ``values * mask`` alone it would be NaN, because 0 * NaN = NaN.
+    """
+    axis = dim if axis is None else axis
     mask = mask.to(values.dtype)
-    total = (values * mask).sum() if dim is None else (values * mask).sum(dim)
-    count = mask.sum() if dim is None else mask.sum(dim)
-    return total / count.clamp(min=1.0)
+    count = mask.sum() if axis is None else mask.sum(axis)
+    return masked_sum(values, mask, axis) / count.clamp(min=1.0)
 
 
-def masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """sum(values * mask) over ``dim`` (or everything). Masked-out entries never leak, even when they hold inf/NaN."""
-    kept = torch.where(mask.bool(), values, torch.zeros_like(values))
-    return kept.sum() if dim is None else kept.sum(dim)
+def masked_sum(
+    values: torch.Tensor, mask: torch.Tensor, axis: int | tuple[int, ...] | None = None, dim: int | None = None
+) -> torch.Tensor:
+    """sum(values * mask) over ``axis`` (verl's name; ``dim`` is the same) or everything. Masked-out entries never
+    leak, even when they hold inf/NaN: they are replaced by 0 before the product (a fractional mask still weighs)."""
+    axis = dim if axis is None else axis
+    kept = torch.where(mask.bool(), values, torch.zeros_like(values)) * mask
+    return kept.sum() if axis is None else kept.sum(axis)
 
 
 def masked_var(values: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:

@@ -19,8 +19,10 @@ __all__ = [
     "AdaptiveKLController",
     "FixedKLController",
     "apply_kl_penalty",
+    "compute_rewards",
     "get_kl_controller",
     "kl_penalty",
+    "kl_penalty_forward",
 ]
 
 KL_PENALTY_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
@@ -62,6 +64,14 @@ def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_penalty: str
     return _kl_penalty(logprob, ref_logprob, kl_penalty)
 
 
+def kl_penalty_forward(logprob: torch.Tensor, ref_logprob: torch.Tensor, kl_penalty: str) -> torch.Tensor:
+    """The value of one estimator of ``kl_penalty`` (no "+" suffix: no straight-through gradient), verl's name.
+
+    Shapes: logprob, ref_logprob (bs, response_length) -> (bs, response_length).
+    """
+    return _kl_estimate(logprob, ref_logprob, kl_penalty)
+
+
 def _kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, name: str) -> torch.Tensor:
     kind = name[:-1] if name.endswith("+") else name
     value = _kl_estimate(logprob, ref_logprob, kind)
@@ -69,6 +79,16 @@ def _kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, name: str) -> 
         return value
     k2 = 0.5 * (logprob - ref_logprob).square()
     return k2 - k2.detach() + value.detach()
+
+
+def compute_rewards(
+    token_level_scores: torch.Tensor, old_log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kl_ratio: float
+) -> torch.Tensor:
+    """KL-shaped reward with the k1 estimate and a fixed coefficient (verl's helper): r = score - beta (logp - ref).
+
+    Unlike ``apply_kl_penalty`` it applies no mask and updates no controller. Shapes: (bs, response_length) in/out.
+    """
+    return token_level_scores - (old_log_prob - ref_log_prob) * kl_ratio
 
 
 class AdaptiveKLController:

@@ -1,18 +1,24 @@
-"""Policy losses and their registry.
+"""Policy losses and their registry; the token-level losses (PPO clip, CISPO, GPG, DRO, REINFORCE).
 
-Each loss is registered under ``actor.policy_loss.loss_mode`` and called as::
+Each loss is registered under ``actor.policy_loss.loss_mode`` and called as verl calls it::
 
     fn = get_policy_loss_fn(actor_config.policy_loss.loss_mode)        # "vanilla", "gspo", ...
-    pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower = fn(
+    pg_loss, pg_metrics = fn(
         old_log_prob=..., log_prob=..., advantages=..., response_mask=...,
-        loss_agg_mode=..., config=actor_config, rollout_log_probs=None,
+        loss_agg_mode=..., config=actor_config, rollout_is_weights=None,
     )
 
-All four outputs are scalar tensors. ``config`` carries ``clip_ratio``, ``clip_ratio_low``, ``clip_ratio_high``,
-``clip_ratio_c`` and the per-loss keys (``clip_cov_ratio``, ``clip_cov_lb``, ``clip_cov_ub``, ``kl_cov_ratio``,
-``ppo_kl_coef``) either under ``config.policy_loss`` (verl's layout) or at the top level. When ``rollout_log_probs``
-is given and ``config.tis_imp_ratio_cap > 0``, the per-token losses are multiplied by the truncated importance
-weight min(exp(old_log_prob - rollout_log_probs), cap) that corrects for the rollout engine's sampling distribution.
+``pg_loss`` is a scalar tensor, ``pg_metrics`` a dict of floats (``actor/pg_clipfrac``, ``actor/ppo_kl``,
+``actor/pg_clipfrac_lower``, whichever the loss defines). ``config`` carries ``clip_ratio``, ``clip_ratio_low``,
+``clip_ratio_high``, ``clip_ratio_c`` and the per-loss keys either under ``config.policy_loss`` (verl's layout) or at
+the top level; a ``dict``, a ``DictConfig`` or a dataclass. ``rollout_is_weights`` (bs, response_length), when
+given, multiplies the per-token losses: the importance weights that correct for the rollout engine's sampling
+distribution (e.g. ``truncated_is_weights``). ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+``global_batch_size``, ``loss_scale_factor``; verl's field, filled by its worker), when present, is passed on to
+``agg_loss``; without it a loss aggregates its micro-batch locally (our workers weight it, ``aggregation``).
+
+The sequence-level losses (GSPO, GMPO, SAPO) live in ``policy_loss_sequence``, the covariance ones (Clip-Cov,
+KL-Cov) in ``policy_loss_cov``, DPPO in ``policy_loss_dppo``; all register here.
 """
 
 from __future__ import annotations
@@ -24,28 +30,28 @@ import torch
 
 from ._config import _cfg_get
 from .aggregation import agg_loss
-from .functional import masked_mean, masked_sum
+from .functional import masked_mean
 
 __all__ = [
     "POLICY_LOSS_AGG_MODE",
     "POLICY_LOSS_REGISTRY",
     "compute_policy_loss",
     "compute_policy_loss_cispo",
-    "compute_policy_loss_clip_cov",
+    "compute_policy_loss_dro",
     "compute_policy_loss_gpg",
-    "compute_policy_loss_gspo",
-    "compute_policy_loss_kl_cov",
+    "compute_policy_loss_reinforce",
     "compute_policy_loss_vanilla",
     "effective_loss_agg_mode",
     "get_policy_loss_fn",
     "register_policy_loss",
+    "truncated_is_weights",
 ]
 
 # --------------------------------------------------------------------------------------------------------------------
 # Registry
 # --------------------------------------------------------------------------------------------------------------------
 
-PolicyLossFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, Any]]]
 
 POLICY_LOSS_REGISTRY: dict[str, PolicyLossFn] = {}
 
@@ -61,13 +67,17 @@ def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
 
 
 # Policy losses whose objective fixes the aggregation: the paper's average, whatever actor.loss_agg_mode says.
-POLICY_LOSS_AGG_MODE: dict[str, str] = {"gspo": "seq-mean-token-mean"}  # GSPO: (1/G) sum_i over sequences
+POLICY_LOSS_AGG_MODE: dict[str, str] = {
+    "gspo": "seq-mean-token-mean",  # GSPO: (1/G) sum_i over sequences
+    "sapo": "seq-mean-token-mean",  # SAPO: the same sequence-level average
+    "geo_mean": "seq-mean-token-mean",  # GMPO: one loss per sequence, averaged over sequences
+}
 
 
 def effective_loss_agg_mode(loss_mode: str, loss_agg_mode: str) -> str:
     """The aggregation the actor uses for every loss term (policy, KL, entropy) and for micro-batch weights:
-    ``POLICY_LOSS_AGG_MODE[loss_mode]`` when the policy loss fixes one (GSPO averages per sequence, as in the paper
-    and in verl), else ``loss_agg_mode``."""
+    ``POLICY_LOSS_AGG_MODE[loss_mode]`` when the policy loss fixes one (GSPO, SAPO and GMPO average per sequence, as
+    in their papers and in verl), else ``loss_agg_mode``."""
     return POLICY_LOSS_AGG_MODE.get(loss_mode, loss_agg_mode)
 
 
@@ -76,6 +86,11 @@ def get_policy_loss_fn(name: str) -> PolicyLossFn:
     if name not in POLICY_LOSS_REGISTRY:
         raise ValueError(f"Unsupported policy loss mode {name!r}. Registered: {sorted(POLICY_LOSS_REGISTRY)}")
     return POLICY_LOSS_REGISTRY[name]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Shared helpers
+# --------------------------------------------------------------------------------------------------------------------
 
 
 def _policy_loss_option(config: Any, key: str, default: Any) -> Any:
@@ -89,22 +104,47 @@ def _clip_ranges(config: Any) -> tuple[float, float]:
     return _cfg_get(config, "clip_ratio_low", clip_ratio), _cfg_get(config, "clip_ratio_high", clip_ratio)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Policy losses
-# --------------------------------------------------------------------------------------------------------------------
+_GLOBAL_BATCH_KEYS = ("dp_size", "batch_num_tokens", "global_batch_size", "loss_scale_factor")
+
+
+def _global_batch_info(config: Any) -> dict[str, Any]:
+    """``agg_loss``'s global-normalisation arguments from ``config.global_batch_info`` (verl's worker fills it per
+    micro-batch, ``loss_scale_factor`` included); empty, i.e. local aggregation, when the config has none."""
+    info = _cfg_get(config, "global_batch_info", None) or {}
+    return {key: info[key] for key in _GLOBAL_BATCH_KEYS if key in info and info[key] is not None}
+
+
+def _aggregate(pg_losses: torch.Tensor, response_mask: torch.Tensor, loss_agg_mode: str, config: Any) -> torch.Tensor:
+    return agg_loss(pg_losses, response_mask, loss_agg_mode, **_global_batch_info(config))
+
+
+def _weighted(pg_losses: torch.Tensor, rollout_is_weights: torch.Tensor | None) -> torch.Tensor:
+    return pg_losses if rollout_is_weights is None else pg_losses * rollout_is_weights
+
+
+def _metrics(**values: torch.Tensor | float) -> dict[str, float]:
+    """``{"actor/<name>": float}``: metrics leave the loss as plain numbers, detached (as verl's)."""
+    return {f"actor/{k}": float(v.detach()) if torch.is_tensor(v) else float(v) for k, v in values.items()}
+
+
+def truncated_is_weights(
+    old_log_prob: torch.Tensor, rollout_log_probs: torch.Tensor | None, cap: float
+) -> torch.Tensor | None:
+    """Truncated importance sampling for the rollout/trainer mismatch (Yao et al. 2025, "Your Efficient RL Framework
+    Secretly Brings You Off-Policy RL Training"): w_t = sg(min(exp(old_log_prob_t - rollout_log_prob_t), cap)), the
+    ``rollout_is_weights`` for a policy loss; None (no correction) without rollout log-probs or with ``cap <= 0``.
+    Shapes: (bs, response_length) -> (bs, response_length)."""
+    if rollout_log_probs is None or cap <= 0:
+        return None
+    return torch.clamp(torch.exp(old_log_prob - rollout_log_probs), max=cap).detach()
 
 
 def _truncated_is(
     pg_losses: torch.Tensor, old_log_prob: torch.Tensor, rollout_log_probs: torch.Tensor | None, config: Any
 ) -> torch.Tensor:
-    """Truncated importance sampling for the rollout/trainer mismatch (Yao et al. 2025, "Your Efficient RL Framework
-    Secretly Brings You Off-Policy RL Training"): l_t * min(exp(old_log_prob_t - rollout_log_prob_t), cap), only
-    when ``rollout_log_probs`` is given and ``config.tis_imp_ratio_cap > 0``."""
-    cap = _cfg_get(config, "tis_imp_ratio_cap", -1)
-    if rollout_log_probs is None or cap <= 0:
-        return pg_losses
-    weight = torch.clamp(torch.exp(old_log_prob - rollout_log_probs), max=cap).detach()
-    return pg_losses * weight
+    """``pg_losses`` times ``truncated_is_weights`` with the cap ``config.tis_imp_ratio_cap`` (unchanged without)."""
+    weights = truncated_is_weights(old_log_prob, rollout_log_probs, _cfg_get(config, "tis_imp_ratio_cap", -1))
+    return _weighted(pg_losses, weights)
 
 
 def _dual_clip_ppo_losses(
@@ -135,6 +175,11 @@ def _dual_clip_ppo_losses(
     return pg_losses, pg_clipfrac, ppo_kl, pg_clipfrac_lower
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# Token-level policy losses
+# --------------------------------------------------------------------------------------------------------------------
+
+
 def compute_policy_loss(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
@@ -146,10 +191,10 @@ def compute_policy_loss(
     clip_ratio_c: float = 3.0,
     loss_agg_mode: str = "token-mean",
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """verl's legacy PPO clip loss with plain arguments; same formula as ``compute_policy_loss_vanilla``.
+    """verl's deprecated PPO clip loss with plain arguments; same formula as ``compute_policy_loss_vanilla``, and
+    still verl's four outputs (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), all scalar tensors.
 
     ``cliprange_low`` / ``cliprange_high`` default to ``cliprange``, which defaults to 0.2.
-    Shapes: (bs, response_length) inputs -> (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), scalars.
     """
     cliprange = 0.2 if cliprange is None else cliprange
     low = cliprange if cliprange_low is None else cliprange_low
@@ -168,8 +213,8 @@ def compute_policy_loss_vanilla(
     response_mask: torch.Tensor,
     loss_agg_mode: str = "token-mean",
     config: Any = None,
-    rollout_log_probs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped surrogate (Schulman et al. 2017, "Proximal Policy Optimization Algorithms") with asymmetric
     clip-higher bounds (Yu et al. 2025, "DAPO") and dual clip for negative advantages (Ye et al. 2020, "Mastering
     Complex Control in MOBA Games with Deep RL"). Per token, with r = exp(clamp(logp - logp_old, -20, 20)):
@@ -177,189 +222,19 @@ def compute_policy_loss_vanilla(
         l     = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))
         l     = min(l, -A c)                     if A < 0      (c = clip_ratio_c > 1 bounds the loss of a
                                                                 negative-advantage token whose ratio exploded)
+        l     = l * w                                          (w = rollout_is_weights, when given)
 
     Metrics: pg_clipfrac = fraction of tokens where the clipped term wins; pg_clipfrac_lower = fraction where the
     dual clip is active; ppo_kl = masked mean of (logp_old - logp), the k1 estimate of KL(old || new).
 
-    Shapes: (bs, response_length) inputs -> (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), scalars.
+    Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
     """
     clip_low, clip_high = _clip_ranges(config)
     pg_losses, pg_clipfrac, ppo_kl, pg_clipfrac_lower = _dual_clip_ppo_losses(
         old_log_prob, log_prob, advantages, response_mask, clip_low, clip_high, _cfg_get(config, "clip_ratio_c", 3.0)
     )
-    pg_losses = _truncated_is(pg_losses, old_log_prob, rollout_log_probs, config)
-    return agg_loss(pg_losses, response_mask, loss_agg_mode), pg_clipfrac, ppo_kl, pg_clipfrac_lower
-
-
-@register_policy_loss("gspo")
-def compute_policy_loss_gspo(
-    old_log_prob: torch.Tensor,
-    log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "seq-mean-token-mean",
-    config: Any = None,
-    rollout_log_probs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Group Sequence Policy Optimization (Zheng et al. 2025, "Group Sequence Policy Optimization").
-
-    One importance ratio per sequence, the geometric mean of its token ratios:
-
-        s_i     = exp( (1/|y_i|) sum_t m_t (logp_t - logp_old_t) )
-        s_{i,t} = sg(s_i) * pi(y_t) / sg(pi(y_t))  -> in log space: sg(log s_i) + logp_t - sg(logp_t), clamped <= 10
-        l_{i,t} = max(-A s_{i,t}, -A clip(s_{i,t}, 1 - eps_low, 1 + eps_high))
-
-    The value of s_{i,t} equals s_i while each token's gradient is s_i * grad logp_t. ``loss_agg_mode`` defaults to
-    "seq-mean-token-mean" (the paper's sequence-level average). pg_clipfrac_lower is 0.
-
-    Shapes: (bs, response_length) inputs -> (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), scalars.
-    """
-    clip_low, clip_high = _clip_ranges(config)
-    log_ratio = log_prob - old_log_prob
-    seq_lengths = response_mask.to(log_prob.dtype).sum(dim=-1).clamp(min=1)
-    seq_log_ratio = masked_sum(log_ratio, response_mask, dim=-1) / seq_lengths
-    log_token_ratio = log_prob - log_prob.detach() + seq_log_ratio.detach().unsqueeze(-1)
-    ratio = torch.exp(torch.clamp(log_token_ratio, max=10.0))
-
-    loss_unclipped = -advantages * ratio
-    loss_clipped = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
-    pg_losses = torch.maximum(loss_unclipped, loss_clipped)
-    pg_losses = _truncated_is(pg_losses, old_log_prob, rollout_log_probs, config)
-    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
-
-    pg_clipfrac = masked_mean((loss_clipped > loss_unclipped).to(log_prob.dtype), response_mask)
-    ppo_kl = masked_mean(-log_ratio, response_mask)
-    return pg_loss, pg_clipfrac, ppo_kl, torch.zeros((), dtype=pg_loss.dtype, device=pg_loss.device)
-
-
-@register_policy_loss("gpg")
-def compute_policy_loss_gpg(
-    old_log_prob: torch.Tensor,
-    log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    config: Any = None,
-    rollout_log_probs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Group Policy Gradient (Chu et al. 2025, "GPG: A Simple and Strong RL Baseline for Model Reasoning"): plain
-    REINFORCE with no ratio and no clipping,
-
-        l_t = -logp_t * A_t
-
-    The three metrics are 0. Shapes: (bs, response_length) inputs -> four scalars.
-    """
-    pg_losses = _truncated_is(-log_prob * advantages, old_log_prob, rollout_log_probs, config)
-    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
-    zero = torch.zeros((), dtype=pg_loss.dtype, device=pg_loss.device)
-    return pg_loss, zero, zero.clone(), zero.clone()
-
-
-@register_policy_loss("clip_cov")
-def compute_policy_loss_clip_cov(
-    old_log_prob: torch.Tensor,
-    log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    config: Any = None,
-    rollout_log_probs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Clip-Cov (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models").
-
-    Entropy collapses through tokens whose log-prob and advantage covary strongly. Per valid token:
-
-        cov_t = (A_t - mean(A)) * (logp_t - mean(logp))                 (means over valid tokens of the batch)
-
-    Among the tokens PPO did not already clip whose cov_t lies in (clip_cov_lb, clip_cov_ub), pick
-    k = max(1, int(clip_cov_ratio * #valid)) at random (torch's global RNG) and drop them from the loss:
-
-        l_t = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)) * (0 if t picked else 1),   r = exp(logp - logp_old)
-
-    Options (under ``config.policy_loss`` or top level): clip_cov_ratio (0.0002), clip_cov_lb (1.0),
-    clip_cov_ub (5.0). pg_clipfrac is the fraction of picked tokens; pg_clipfrac_lower is 0.
-
-    Shapes: (bs, response_length) inputs -> (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), scalars.
-    """
-    clip_low, clip_high = _clip_ranges(config)
-    clip_cov_ratio = _policy_loss_option(config, "clip_cov_ratio", 0.0002)
-    clip_cov_lb = _policy_loss_option(config, "clip_cov_lb", 1.0)
-    clip_cov_ub = _policy_loss_option(config, "clip_cov_ub", 5.0)
-    if clip_cov_ratio <= 0:
-        raise ValueError(f"clip_cov_ratio must be > 0, got {clip_cov_ratio}")
-
-    log_ratio = log_prob - old_log_prob
-    ratio = torch.exp(log_ratio)
-    ppo_kl = masked_mean(-log_ratio, response_mask)
-    loss_unclipped = -advantages * ratio
-    loss_clipped = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
-
-    with torch.no_grad():
-        valid = response_mask > 0
-        cov = (advantages - masked_mean(advantages, response_mask)) * (log_prob - masked_mean(log_prob, response_mask))
-        candidates = valid & ~(loss_clipped > loss_unclipped) & (cov > clip_cov_lb) & (cov < clip_cov_ub)
-        candidate_idx = torch.nonzero(candidates)
-        n_pick = min(max(int(clip_cov_ratio * valid.sum().item()), 1), len(candidate_idx))
-        picked = candidate_idx[torch.randperm(len(candidate_idx))[:n_pick].to(candidate_idx.device)]
-        keep = torch.ones_like(advantages)
-        keep[picked[:, 0], picked[:, 1]] = 0.0
-
-    pg_losses = torch.maximum(loss_unclipped, loss_clipped) * keep
-    pg_losses = _truncated_is(pg_losses, old_log_prob, rollout_log_probs, config)
-    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
-    pg_clipfrac = masked_mean((keep == 0).to(log_prob.dtype), response_mask)
-    return pg_loss, pg_clipfrac, ppo_kl, torch.zeros((), dtype=pg_loss.dtype, device=pg_loss.device)
-
-
-@register_policy_loss("kl_cov")
-def compute_policy_loss_kl_cov(
-    old_log_prob: torch.Tensor,
-    log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
-    config: Any = None,
-    rollout_log_probs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """KL-Cov (Cui et al. 2025, "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models").
-
-    Unclipped policy gradient, plus a KL penalty on the k = max(1, int(kl_cov_ratio * #valid)) valid tokens with
-    the largest covariance cov_t = (A_t - mean(A)) * (logp_t - mean(logp)) (means over valid tokens):
-
-        l_t = -A_t r_t + (ppo_kl_coef * |logp_t - logp_old_t|  if t is in the top-k)      r = exp(logp - logp_old)
-
-    Options (under ``config.policy_loss`` or top level): kl_cov_ratio (0.0002), ppo_kl_coef (1.0).
-    ppo_kl reports masked_mean |logp - logp_old| (as verl); pg_clipfrac and pg_clipfrac_lower are 0.
-
-    Shapes: (bs, response_length) inputs -> (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), scalars.
-    """
-    kl_cov_ratio = _policy_loss_option(config, "kl_cov_ratio", 0.0002)
-    ppo_kl_coef = _policy_loss_option(config, "ppo_kl_coef", 1.0)
-    if kl_cov_ratio <= 0:
-        raise ValueError(f"kl_cov_ratio must be > 0, got {kl_cov_ratio}")
-
-    log_ratio = log_prob - old_log_prob
-    abs_kl = log_ratio.abs()
-    ratio = torch.exp(log_ratio)
-    ppo_kl_abs = masked_mean(abs_kl, response_mask)
-
-    with torch.no_grad():
-        valid = (response_mask > 0).reshape(-1)
-        valid_idx = torch.nonzero(valid).squeeze(-1)
-        penalised = torch.zeros_like(valid)
-        if valid_idx.numel() > 0:
-            adv = advantages.detach().reshape(-1)[valid_idx]
-            logp = log_prob.detach().reshape(-1)[valid_idx]
-            cov = (adv - adv.mean()) * (logp - logp.mean())
-            k = max(1, int(valid_idx.numel() * kl_cov_ratio))
-            penalised[valid_idx[torch.topk(cov, k).indices]] = True
-        penalised = penalised.reshape(advantages.shape)
-
-    pg_losses = -advantages * ratio + torch.where(penalised, ppo_kl_coef * abs_kl, torch.zeros_like(abs_kl))
-    pg_losses = _truncated_is(pg_losses, old_log_prob, rollout_log_probs, config)
-    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
-    zero = torch.zeros((), dtype=pg_loss.dtype, device=pg_loss.device)
-    return pg_loss, zero, ppo_kl_abs, zero.clone()
+    pg_loss = _aggregate(_weighted(pg_losses, rollout_is_weights), response_mask, loss_agg_mode, config)
+    return pg_loss, _metrics(pg_clipfrac=pg_clipfrac, ppo_kl=ppo_kl, pg_clipfrac_lower=pg_clipfrac_lower)
 
 
 @register_policy_loss("cispo")
@@ -370,19 +245,19 @@ def compute_policy_loss_cispo(
     response_mask: torch.Tensor,
     loss_agg_mode: str = "token-mean",
     config: Any = None,
-    rollout_log_probs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped IS-weight Policy Optimization (MiniMax 2025, "MiniMax-M1: Scaling Test-Time Compute Efficiently with
     Lightning Attention"). Clip the importance weight, not the update, so every token keeps a gradient:
 
         r_t = exp(clamp(logp_t - logp_old_t, -20, 20)),   w_t = sg(clip(r_t, 1 - eps_low, 1 + eps_high))
-        l_t = -w_t * A_t * logp_t
+        l_t = -w_t * A_t * logp_t                          (times rollout_is_weights, when given)
 
     The paper tunes only eps_high (eps_low large); here both come from clip_ratio_low / clip_ratio_high.
     pg_clipfrac = fraction of tokens whose weight was clipped (either bound); pg_clipfrac_lower = fraction clipped
     at the lower bound; ppo_kl = masked mean of (logp_old - logp).
 
-    Shapes: (bs, response_length) inputs -> (pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower), scalars.
+    Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
     """
     clip_low, clip_high = _clip_ranges(config)
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
@@ -390,10 +265,86 @@ def compute_policy_loss_cispo(
     ppo_kl = masked_mean(-log_ratio, response_mask)
     weight = torch.clamp(ratio, 1 - clip_low, 1 + clip_high).detach()
 
-    pg_losses = _truncated_is(-weight * advantages * log_prob, old_log_prob, rollout_log_probs, config)
-    pg_loss = agg_loss(pg_losses, response_mask, loss_agg_mode)
+    pg_losses = _weighted(-weight * advantages * log_prob, rollout_is_weights)
+    pg_loss = _aggregate(pg_losses, response_mask, loss_agg_mode, config)
     below = ratio < 1 - clip_low
     above = ratio > 1 + clip_high
     pg_clipfrac = masked_mean((below | above).to(log_prob.dtype), response_mask)
     pg_clipfrac_lower = masked_mean(below.to(log_prob.dtype), response_mask)
-    return pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower
+    return pg_loss, _metrics(pg_clipfrac=pg_clipfrac, ppo_kl=ppo_kl, pg_clipfrac_lower=pg_clipfrac_lower)
+
+
+@register_policy_loss("gpg")
+def compute_policy_loss_gpg(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Group Policy Gradient (Chu et al. 2025, "GPG: A Simple and Strong RL Baseline for Model Reasoning"): plain
+    REINFORCE with no ratio and no clipping,
+
+        l_t = -logp_t * A_t                      (times rollout_is_weights, when given)
+
+    No metrics (as verl). Shapes: (bs, response_length) inputs -> (pg_loss scalar, {}).
+    """
+    pg_losses = _weighted(-log_prob * advantages, rollout_is_weights)
+    return _aggregate(pg_losses, response_mask, loss_agg_mode, config), {}
+
+
+@register_policy_loss("dro")
+def compute_policy_loss_dro(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Direct Reward Optimisation (Richemond et al. 2024, "Offline Regularised Reinforcement Learning for Large
+    Language Models Alignment"): a policy gradient with a quadratic penalty on the log-ratio instead of a clip,
+
+        l_t = -(logp_t A_t - (beta / 2) (logp_t - logp_old_t)^2)     (times rollout_is_weights, when given)
+
+    beta = ``policy_loss.dro_beta`` (or top-level ``dro_beta``), required and > 0. Metric: ppo_kl = masked mean of
+    (logp_old - logp). Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
+    """
+    beta = _policy_loss_option(config, "dro_beta", None)
+    if beta is None or beta <= 0:
+        raise ValueError(
+            f"policy_loss.loss_mode=dro needs a positive actor.policy_loss.dro_beta (the weight of its quadratic "
+            f"log-ratio penalty), got {beta}"
+        )
+    log_ratio = log_prob - old_log_prob
+    pg_losses = _weighted(-(log_prob * advantages - 0.5 * beta * log_ratio.square()), rollout_is_weights)
+    pg_loss = _aggregate(pg_losses, response_mask, loss_agg_mode, config)
+    return pg_loss, _metrics(ppo_kl=masked_mean(-log_ratio, response_mask))
+
+
+def compute_policy_loss_reinforce(
+    rollout_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "seq-mean-token-sum",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """REINFORCE (Williams 1992) on samples from the rollout policy, optionally importance-corrected:
+
+        l_t = -A_t logp_t                        (on-policy)
+        l_t = -w_t A_t logp_t                    (w = rollout_is_weights ~ pi / pi_rollout, detached by the caller)
+
+    Not registered as a loss mode (verl reaches it through rollout correction's bypass mode); the default
+    aggregation sums each sequence's tokens, as the REINFORCE estimator does. Metric: ppo_kl = masked mean of
+    (rollout_logp - logp), the k1 estimate of KL(rollout || current).
+
+    Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
+    """
+    pg_losses = _weighted(-advantages * log_prob, rollout_is_weights)
+    pg_loss = _aggregate(pg_losses, response_mask, loss_agg_mode, config)
+    return pg_loss, _metrics(ppo_kl=masked_mean(rollout_log_prob - log_prob, response_mask))

@@ -24,13 +24,19 @@ def compute_value_loss(
     response_mask: torch.Tensor,
     cliprange_value: float,
     loss_agg_mode: str = "token-mean",
+    dp_size: int = 1,
+    batch_num_tokens: int | float | torch.Tensor | None = None,
+    global_batch_size: int | float | torch.Tensor | None = None,
+    loss_scale_factor: int | float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Clipped value loss (Schulman et al. 2017, PPO; the clipping as in OpenAI baselines' ppo2):
 
         v_clip = clip(v, v_old - c, v_old + c)
         loss   = 0.5 * agg( max((v - R)^2, (v_clip - R)^2) )
 
-    vf_clipfrac = fraction of tokens where the clipped error is the larger one.
+    vf_clipfrac = fraction of tokens where the clipped error is the larger one. ``dp_size``, ``batch_num_tokens``,
+    ``global_batch_size`` and ``loss_scale_factor`` are passed on to ``agg_loss`` (normalising a micro-batch by the
+    whole batch's counts); they change the loss, never vf_clipfrac.
 
     Shapes: vpreds (new values), returns, values (old values), response_mask (bs, response_length)
     -> (vf_loss, vf_clipfrac), scalars.
@@ -38,7 +44,15 @@ def compute_value_loss(
     vpred_clipped = torch.clamp(vpreds, values - cliprange_value, values + cliprange_value)
     loss_unclipped = (vpreds - returns) ** 2
     loss_clipped = (vpred_clipped - returns) ** 2
-    vf_loss = 0.5 * agg_loss(torch.maximum(loss_unclipped, loss_clipped), response_mask, loss_agg_mode)
+    vf_loss = 0.5 * agg_loss(
+        torch.maximum(loss_unclipped, loss_clipped),
+        response_mask,
+        loss_agg_mode,
+        dp_size=dp_size,
+        batch_num_tokens=batch_num_tokens,
+        global_batch_size=global_batch_size,
+        loss_scale_factor=loss_scale_factor,
+    )
     vf_clipfrac = masked_mean((loss_clipped > loss_unclipped).to(vpreds.dtype), response_mask)
     return vf_loss, vf_clipfrac
 

@@ -14,7 +14,7 @@ from verl.utils.torch_functional import entropy_from_logits, masked_mean, masked
 BS, T = 8, 7
 LENGTHS = [7, 5, 3, 1, 6, 7, 2, 4]  # trailing padding after each length
 UIDS = np.array(["a", "b", "a", "c", "b", "a", "c", "b"], dtype=object)  # groups interleaved, sizes 3/3/2
-AGG_MODES = ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+AGG_MODES = ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -82,12 +82,14 @@ def ref_agg(loss, m, mode: str) -> float:
     kept = [i for i in range(len(loss)) if rows_n[i] > 0]
     if mode == "token-mean":
         return sum(rows_sum) / sum(rows_n)
+    if mode == "token-sum":
+        return sum(rows_sum)
     if mode == "seq-mean-token-sum":
         return sum(rows_sum[i] for i in kept) / len(kept)
     if mode == "seq-mean-token-mean":
         return sum(rows_sum[i] / rows_n[i] for i in kept) / len(kept)
-    if mode == "seq-mean-token-sum-norm":
-        return sum(rows_sum) / len(loss[0])
+    if mode == "seq-mean-token-sum-norm":  # Dr. GRPO: 1 / (G L)
+        return sum(rows_sum[i] for i in kept) / len(kept) / len(loss[0])
     raise AssertionError(mode)
 
 
@@ -159,6 +161,11 @@ def test_registries_and_unknown_names():
         "remax": ca.compute_remax_outcome_advantage,
         "opo": ca.compute_opo_outcome_advantage,
         "gpg": ca.compute_gpg_outcome_advantage,
+        "grpo_vectorized": ca.compute_grpo_vectorized_outcome_advantage,
+        "rloo_vectorized": ca.compute_rloo_vectorized_outcome_advantage,
+        "optimal_token_baseline": ca.compute_optimal_token_baseline_advantage,
+        "tir_optimal_token_baseline": ca.compute_multi_turn_optimal_token_baseline_advantage,
+        "gdpo": ca.compute_gdpo_outcome_advantage,
     }
     for name, fn in estimators.items():
         assert ca.get_adv_estimator_fn(name) is fn
@@ -172,9 +179,15 @@ def test_registries_and_unknown_names():
         "clip_cov": ca.compute_policy_loss_clip_cov,
         "kl_cov": ca.compute_policy_loss_kl_cov,
         "cispo": ca.compute_policy_loss_cispo,
+        "sapo": ca.compute_policy_loss_sapo,
+        "geo_mean": ca.compute_policy_loss_geo_mean,
+        "dro": ca.compute_policy_loss_dro,
+        "dppo_tv": ca.compute_policy_loss_dppo_tv,
+        "dppo_kl": ca.compute_policy_loss_dppo_kl,
     }
     for name, fn in losses.items():
         assert ca.get_policy_loss_fn(name) is fn
+    assert set(ca.POLICY_LOSS_REGISTRY) == set(losses)
     with pytest.raises(ValueError, match="Unknown advantage estimator 'nope'.*grpo"):
         ca.get_adv_estimator_fn("nope")
     with pytest.raises(ValueError, match="'nope'.*vanilla"):
@@ -194,8 +207,10 @@ def test_custom_registration():
             ca.register_adv_est("test_custom_est")(lambda **kw: None)
 
         @ca.register_policy_loss("test_custom_loss")
-        def custom_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None):
-            return log_prob.sum(), log_prob.sum(), log_prob.sum(), log_prob.sum()
+        def custom_loss(
+            old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, **kwargs
+        ):
+            return log_prob.sum(), {}
 
         assert ca.get_policy_loss_fn("test_custom_loss") is custom_loss
     finally:
@@ -206,16 +221,24 @@ def test_custom_registration():
 def test_uniform_trainer_call_for_every_estimator():
     m = _mask()
     rewards = _randn(BS, T, seed=3) * m
-    kwargs = dict(
+    old_log_probs = -_randn(BS, T, seed=17).abs()
+    kwargs = dict(  # what verl.trainer.ppo.advantage.compute_advantage passes
         token_level_rewards=rewards,
         response_mask=m,
         index=UIDS,
         values=_randn(BS, T, seed=4),
         reward_baselines=_randn(BS, seed=5),
+        old_log_probs=old_log_probs,
+        sum_pi_squared=torch.exp(2 * old_log_probs),
+        rollout_is_weights=None,
         gamma=0.99,
         lam=0.95,
         norm_adv_by_std_in_grpo=True,
-        config=OmegaConf.create({"gamma": 0.99, "lam": 0.95, "norm_adv_by_std_in_grpo": True}),
+        config=OmegaConf.create(
+            {"gamma": 0.99, "lam": 0.95, "norm_adv_by_std_in_grpo": True, "gdpo_reward_keys": ["acc", "fmt"]}
+        ),
+        batch={"token_level_rewards": rewards, "response_mask": m},
+        non_tensor_batch={"uid": UIDS, "acc": np.arange(BS) % 2, "fmt": np.arange(BS) % 3},
     )
     for name in ca.AdvantageEstimator:
         adv, ret = ca.get_adv_estimator_fn(name)(**kwargs)
@@ -552,7 +575,8 @@ def test_agg_loss_hand_case_and_error():
     _close(ca.agg_loss(loss, m, "token-mean"), 10.0 / 4)
     _close(ca.agg_loss(loss, m, "seq-mean-token-sum"), (6.0 + 4.0) / 2)
     _close(ca.agg_loss(loss, m, "seq-mean-token-mean"), (2.0 + 4.0) / 2)
-    _close(ca.agg_loss(loss, m, "seq-mean-token-sum-norm"), 10.0 / 3)
+    _close(ca.agg_loss(loss, m, "seq-mean-token-sum-norm"), 10.0 / 2 / 3)  # 1 / (G L): 2 sequences, L = 3
+    _close(ca.agg_loss(loss, m, "token-sum"), 10.0)
     with pytest.raises(ValueError, match="token-mean"):
         ca.agg_loss(loss, m, "sum")
 
@@ -598,15 +622,18 @@ def test_vanilla_matches_loop(mode):
     lp[1, 0], adv[1, 0] = old[1, 0] + 2.0, -1.5  # ratio e^2 > c with A < 0: the dual clip applies
     lp[2, 1], adv[2, 1] = old[2, 1] + 1.5, -0.5
     config = {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0}
-    loss, clipfrac, ppo_kl, clipfrac_lower = ca.compute_policy_loss_vanilla(old, lp, adv, m, mode, config)
+    loss, metrics = ca.compute_policy_loss_vanilla(old, lp, adv, m, mode, config)
     losses, e_clip, e_kl, e_dual = ref_vanilla(old, lp, adv, m, 0.2, 0.28, 3.0)
     _close(loss, ref_agg(losses, m, mode))
-    _close(clipfrac, e_clip)
-    _close(ppo_kl, e_kl)
-    _close(clipfrac_lower, e_dual)
+    assert set(metrics) == {"actor/pg_clipfrac", "actor/ppo_kl", "actor/pg_clipfrac_lower"}
+    assert all(type(v) is float for v in metrics.values())
+    _close(metrics["actor/pg_clipfrac"], e_clip)
+    _close(metrics["actor/ppo_kl"], e_kl)
+    _close(metrics["actor/pg_clipfrac_lower"], e_dual)
     assert 0 < e_clip < 1 and e_dual > 0  # both branches exercised by these inputs
+    # verl's deprecated plain-argument form keeps its four outputs
     legacy = ca.compute_policy_loss(old, lp, adv, m, cliprange=0.2, cliprange_high=0.28, loss_agg_mode=mode)
-    for a, b in zip(legacy, (loss, clipfrac, ppo_kl, clipfrac_lower)):
+    for a, b in zip(legacy, (loss, e_clip, e_kl, e_dual)):
         _close(a, b)
 
 
@@ -617,11 +644,11 @@ def test_vanilla_hand_cases_and_config_forms():
     lp = torch.tensor([[math.log(1.5), 2.0, 0.0, math.log(0.5)]], dtype=torch.float64)
     adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]], dtype=torch.float64)
     m = torch.ones(1, 4, dtype=torch.float64)
-    loss, clipfrac, ppo_kl, clipfrac_lower = ca.compute_policy_loss_vanilla(old, lp, adv, m, config={})
+    loss, metrics = ca.compute_policy_loss_vanilla(old, lp, adv, m, config={})
     _close(loss, (-1.2 + 3.0 - 1.0 + 0.8) / 4)
-    _close(clipfrac, 2 / 4)
-    _close(clipfrac_lower, 1 / 4)
-    _close(ppo_kl, -(math.log(1.5) + 2.0 + math.log(0.5)) / 4)
+    _close(metrics["actor/pg_clipfrac"], 2 / 4)
+    _close(metrics["actor/pg_clipfrac_lower"], 1 / 4)
+    _close(metrics["actor/ppo_kl"], -(math.log(1.5) + 2.0 + math.log(0.5)) / 4)
     # DictConfig, None values fall back to clip_ratio, and attribute objects behave the same
     cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": None, "clip_ratio_high": None})
     _close(ca.compute_policy_loss_vanilla(old, lp, adv, m, config=cfg)[0], loss)
@@ -641,20 +668,19 @@ def test_vanilla_gradient_zero_when_clipped():
 def test_truncated_importance_sampling():
     old, lp, adv, m = _pg_inputs()
     rollout = old + _randn(BS, T, seed=40, scale=0.5)
-    cfg = {"clip_ratio": 0.2, "tis_imp_ratio_cap": 1.5}
+    cfg = {"clip_ratio": 0.2}
     losses, *_ = ref_vanilla(old, lp, adv, m, 0.2, 0.2, 3.0)
-    weighted = [
-        [losses[i][t] * min(math.exp(float(old[i, t]) - float(rollout[i, t])), 1.5) for t in range(T)]
-        for i in range(BS)
-    ]
+    caps = [[min(math.exp(float(old[i, t]) - float(rollout[i, t])), 1.5) for t in range(T)] for i in range(BS)]
+    weights = ca.truncated_is_weights(old, rollout, 1.5)
+    _close(weights, caps)
+    weighted = [[losses[i][t] * caps[i][t] for t in range(T)] for i in range(BS)]
     _close(
-        ca.compute_policy_loss_vanilla(old, lp, adv, m, config=cfg, rollout_log_probs=rollout)[0],
+        ca.compute_policy_loss_vanilla(old, lp, adv, m, config=cfg, rollout_is_weights=weights)[0],
         ref_agg(weighted, m, "token-mean"),
     )
-    # no cap configured, or no rollout log-probs: plain PPO
-    plain = ref_agg(losses, m, "token-mean")
-    _close(ca.compute_policy_loss_vanilla(old, lp, adv, m, config={}, rollout_log_probs=rollout)[0], plain)
-    _close(ca.compute_policy_loss_vanilla(old, lp, adv, m, config=cfg)[0], plain)
+    # no cap, or no rollout log-probs: no weights, plain PPO
+    assert ca.truncated_is_weights(old, rollout, -1) is None and ca.truncated_is_weights(old, None, 1.5) is None
+    _close(ca.compute_policy_loss_vanilla(old, lp, adv, m, config=cfg)[0], ref_agg(losses, m, "token-mean"))
 
 
 @pytest.mark.parametrize("mode", ["seq-mean-token-mean", "token-mean"])
@@ -662,7 +688,7 @@ def test_gspo_matches_loop_with_gradient(mode):
     old, lp, adv, m = _pg_inputs(seed=50)
     lp = lp.clone().requires_grad_(True)
     cfg = {"clip_ratio": 0.2, "clip_ratio_low": 0.3, "clip_ratio_high": 0.4}
-    loss, clipfrac, ppo_kl, clipfrac_lower = ca.compute_policy_loss_gspo(old, lp, adv, m, mode, cfg)
+    loss, metrics = ca.compute_policy_loss_gspo(old, lp, adv, m, mode, cfg)
     lp_ = lp.detach()
     losses = [[0.0] * T for _ in range(BS)]
     grads = [[0.0] * T for _ in range(BS)]
@@ -683,9 +709,9 @@ def test_gspo_matches_loop_with_gradient(mode):
                 weight = 1.0 / (LENGTHS[i] * BS) if mode == "seq-mean-token-mean" else 1.0 / sum(LENGTHS)
                 grads[i][t] = 0.0 if l2 > l1 else -a * seq_ratio * weight
     _close(loss, ref_agg(losses, m, mode))
-    _close(clipfrac, n_clip / n)
-    _close(ppo_kl, kl / n)
-    _close(clipfrac_lower, 0.0)
+    _close(metrics["actor/pg_clipfrac"], n_clip / n)
+    _close(metrics["actor/ppo_kl"], kl / n)
+    _close(metrics["actor/pg_clipfrac_lower"], 0.0)
     assert 0 < n_clip < n
     loss.backward()
     _close(lp.grad, grads)  # each token's gradient is sg(s_i) * grad logp_t
@@ -700,11 +726,10 @@ def test_gspo_default_agg_is_sequence_level():
 @pytest.mark.parametrize("mode", AGG_MODES)
 def test_gpg_policy_loss_matches_loop(mode):
     old, lp, adv, m = _pg_inputs(seed=60)
-    loss, *metrics = ca.compute_policy_loss_gpg(old, lp, adv, m, mode)
+    loss, metrics = ca.compute_policy_loss_gpg(old, lp, adv, m, mode)
     losses = [[-float(lp[i, t]) * float(adv[i, t]) for t in range(T)] for i in range(BS)]
     _close(loss, ref_agg(losses, m, mode))
-    for v in metrics:
-        _close(v, 0.0)
+    assert metrics == {}  # as verl: GPG has no ratio to report on
 
 
 def ref_cov(adv, lp, m):
@@ -718,7 +743,7 @@ def test_clip_cov_matches_loop_when_every_candidate_is_picked():
     old, lp, adv, m = _pg_inputs(seed=70)
     adv = adv * 3.0  # widen the covariances so several land in (lb, ub)
     cfg = {"clip_ratio": 0.2, "policy_loss": {"clip_cov_ratio": 1.0, "clip_cov_lb": 0.5, "clip_cov_ub": 5.0}}
-    loss, clipfrac, ppo_kl, clipfrac_lower = ca.compute_policy_loss_clip_cov(old, lp, adv, m, "token-mean", cfg)
+    loss, metrics = ca.compute_policy_loss_clip_cov(old, lp, adv, m, "token-mean", cfg)
     cov = ref_cov(adv, lp, m)
     losses = [[0.0] * T for _ in range(BS)]
     n_picked, kl = 0, 0.0
@@ -734,9 +759,9 @@ def test_clip_cov_matches_loop_when_every_candidate_is_picked():
     n = sum(LENGTHS)
     assert 0 < n_picked < n
     _close(loss, ref_agg(losses, m, "token-mean"))
-    _close(clipfrac, n_picked / n)
-    _close(ppo_kl, kl / n)
-    _close(clipfrac_lower, 0.0)
+    assert set(metrics) == {"actor/pg_clipfrac", "actor/ppo_kl"}
+    _close(metrics["actor/pg_clipfrac"], n_picked / n)
+    _close(metrics["actor/ppo_kl"], kl / n)
 
 
 def test_clip_cov_picks_k_random_candidates_reproducibly():
@@ -747,17 +772,17 @@ def test_clip_cov_picks_k_random_candidates_reproducibly():
     first = ca.compute_policy_loss_clip_cov(old, lp, adv, m, "token-mean", cfg)
     torch.manual_seed(0)
     second = ca.compute_policy_loss_clip_cov(old, lp, adv, m, "token-mean", cfg)
-    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    assert torch.equal(first[0], second[0]) and first[1] == second[1]
     n = sum(LENGTHS)
     k = max(int(0.05 * n), 1)
-    _close(first[1], k / n)
+    _close(first[1]["actor/pg_clipfrac"], k / n)
 
 
 @pytest.mark.parametrize("ratio", [0.1, 0.3])
 def test_kl_cov_matches_loop(ratio):
     old, lp, adv, m = _pg_inputs(seed=80)
     cfg = {"policy_loss": {"kl_cov_ratio": ratio, "ppo_kl_coef": 0.7}}
-    loss, clipfrac, ppo_kl, clipfrac_lower = ca.compute_policy_loss_kl_cov(old, lp, adv, m, "token-mean", cfg)
+    loss, metrics = ca.compute_policy_loss_kl_cov(old, lp, adv, m, "token-mean", cfg)
     cov = ref_cov(adv, lp, m)
     k = max(1, int(len(cov) * ratio))
     top = set(sorted(cov, key=lambda key: cov[key], reverse=True)[:k])
@@ -770,9 +795,8 @@ def test_kl_cov_matches_loop(ratio):
             if m[i, t]:
                 abs_kl += abs(d)
     _close(loss, ref_agg(losses, m, "token-mean"))
-    _close(ppo_kl, abs_kl / len(cov))
-    _close(clipfrac, 0.0)
-    _close(clipfrac_lower, 0.0)
+    assert set(metrics) == {"actor/ppo_kl"}
+    _close(metrics["actor/ppo_kl"], abs_kl / len(cov))
 
 
 @pytest.mark.parametrize("mode", AGG_MODES)
@@ -780,7 +804,7 @@ def test_cispo_matches_loop_with_gradient(mode):
     old, lp, adv, m = _pg_inputs(seed=90)
     lp = lp.clone().requires_grad_(True)
     cfg = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28}
-    loss, clipfrac, ppo_kl, clipfrac_lower = ca.compute_policy_loss_cispo(old, lp, adv, m, mode, cfg)
+    loss, metrics = ca.compute_policy_loss_cispo(old, lp, adv, m, mode, cfg)
     lp_ = lp.detach()
     losses = [[0.0] * T for _ in range(BS)]
     grads = [[0.0] * T for _ in range(BS)]
@@ -800,15 +824,16 @@ def test_cispo_matches_loop_with_gradient(mode):
                 kl -= d
                 scale = {
                     "token-mean": 1.0 / n,
+                    "token-sum": 1.0,
                     "seq-mean-token-sum": 1.0 / n_seq,
                     "seq-mean-token-mean": 1.0 / (n_seq * LENGTHS[i]),
-                    "seq-mean-token-sum-norm": 1.0 / T,
+                    "seq-mean-token-sum-norm": 1.0 / (n_seq * T),
                 }[mode]
                 grads[i][t] = -w * a * scale  # the weight is a constant: gradient flows through log_prob only
     _close(loss, ref_agg(losses, m, mode))
-    _close(clipfrac, (n_low + n_high) / n)
-    _close(clipfrac_lower, n_low / n)
-    _close(ppo_kl, kl / n)
+    _close(metrics["actor/pg_clipfrac"], (n_low + n_high) / n)
+    _close(metrics["actor/pg_clipfrac_lower"], n_low / n)
+    _close(metrics["actor/ppo_kl"], kl / n)
     assert n_low > 0 and n_high > 0
     loss.backward()
     _close(lp.grad, grads)
@@ -822,20 +847,27 @@ def test_policy_losses_take_the_uniform_call():
             "clip_ratio_low": 0.2,
             "clip_ratio_high": 0.28,
             "clip_ratio_c": 3.0,
-            "policy_loss": {"loss_mode": "vanilla", "clip_cov_ratio": 0.0002, "kl_cov_ratio": 0.0002},
+            "policy_loss": {
+                "loss_mode": "vanilla",
+                "clip_cov_ratio": 0.0002,
+                "kl_cov_ratio": 0.0002,
+                "dro_beta": 0.05,
+            },
         }
     )
-    for name in ["vanilla", "gspo", "gpg", "clip_cov", "kl_cov", "cispo"]:
-        out = ca.get_policy_loss_fn(name)(
-            old_log_prob=old,
-            log_prob=lp,
-            advantages=adv,
-            response_mask=m,
-            loss_agg_mode="token-mean",
-            config=cfg,
-            rollout_log_probs=None,
-        )
-        assert len(out) == 4 and all(v.dim() == 0 and torch.isfinite(v) for v in out), name
+    for name in sorted(ca.POLICY_LOSS_REGISTRY):
+        for weights in (None, torch.full_like(lp, 0.5)):
+            loss, metrics = ca.get_policy_loss_fn(name)(  # verl's call, as the actor makes it
+                old_log_prob=old,
+                log_prob=lp,
+                advantages=adv,
+                response_mask=m,
+                loss_agg_mode="token-mean",
+                config=cfg,
+                rollout_is_weights=weights,
+            )
+            assert loss.dim() == 0 and torch.isfinite(loss), name
+            assert all(k.startswith("actor/") and math.isfinite(v) for k, v in metrics.items()), name
 
 
 # ------------------------------------------------------------------ value / entropy losses, DAPO

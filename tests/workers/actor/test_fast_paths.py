@@ -155,9 +155,7 @@ def _assert_same_weights(a, b, atol=1e-5):
         torch.testing.assert_close(p, q, atol=atol, rtol=1e-4, msg=f"{name} differs")
 
 
-@pytest.mark.parametrize(
-    "loss_agg_mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
-)
+@pytest.mark.parametrize("loss_agg_mode", list(core_algos.LOSS_AGG_MODES))
 def test_every_micro_batching_gives_the_whole_mini_batch_gradient(model, loss_agg_mode):
     data = make_batch(seed=2)
     old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
@@ -178,6 +176,24 @@ def test_every_micro_batching_gives_the_whole_mini_batch_gradient(model, loss_ag
     assert moved > 1e-4  # the update did something
     for other in (fixed, dynamic, packed):
         _assert_same_weights(other, ref)
+
+
+@pytest.mark.parametrize("loss_mode", ["sapo", "geo_mean", "dppo_tv", "dppo_kl", "cispo", "gpg"])
+def test_verl_policy_losses_run_through_the_actor_with_exact_micro_batching(model, loss_mode):
+    """Each registered loss's (loss, metrics) reaches the update: micro-batches of 3 rows give the whole mini-batch's
+    gradient, and the loss's own metrics are logged."""
+    data = make_batch(seed=8)
+    old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
+    data.batch["old_log_probs"] = old - 0.3 * torch.rand(old.shape, generator=torch.Generator().manual_seed(1))
+    common = dict(ppo_mini_batch_size=len(data), policy_loss={"loss_mode": loss_mode}, clip_ratio=0.1)
+    ref, m_ref = _one_update(model, data, ppo_micro_batch_size_per_gpu=len(data), **common)
+    micro, m_micro = _one_update(model, data, ppo_micro_batch_size_per_gpu=3, **common)
+    _assert_same_weights(micro, ref)
+    _, own_metrics = core_algos.get_policy_loss_fn(loss_mode)(old, old, data.batch["advantages"], torch.ones_like(old))
+    expected_keys = set(own_metrics)
+    assert expected_keys <= set(m_ref) and "actor/pg_loss" in m_ref
+    for key in expected_keys | {"actor/pg_loss"}:
+        assert m_micro[key] == pytest.approx(m_ref[key], rel=1e-5, abs=1e-7), key
 
 
 def test_on_policy_update_without_old_log_probs_equals_the_explicit_pass(model):

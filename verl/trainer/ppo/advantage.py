@@ -20,19 +20,26 @@ def compute_advantage(
     norm_adv_by_std_in_grpo: bool = True,
     config=None,
 ) -> DataProto:
-    """Fill ``advantages`` and ``returns`` with the registered estimator ``adv_estimator``."""
+    """Fill ``advantages`` and ``returns`` with the registered estimator ``adv_estimator``.
+
+    Every estimator gets the same keyword arguments and takes what it needs: the batch's columns an estimator may
+    read (``values`` for GAE, ``reward_baselines`` for ReMax, ``old_log_probs`` / ``sum_pi_squared`` /
+    ``rollout_is_weights`` for the optimal token baseline; None when absent) and the whole ``batch`` and
+    ``non_tensor_batch`` (GDPO reads its reward components there)."""
     fn = core_algos.get_adv_estimator_fn(adv_estimator)
     b = data.batch
+    optional = ("values", "reward_baselines", "old_log_probs", "sum_pi_squared", "rollout_is_weights")
     advantages, returns = fn(
         token_level_rewards=b["token_level_rewards"],
         response_mask=b["response_mask"],
         index=data.non_tensor_batch["uid"],
-        values=b["values"] if "values" in b else None,
-        reward_baselines=b["reward_baselines"] if "reward_baselines" in b else None,
+        **{key: b[key] if key in b else None for key in optional},
         gamma=gamma,
         lam=lam,
         norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
         config=config,
+        batch=b,
+        non_tensor_batch=data.non_tensor_batch,
     )
     data.batch["advantages"], data.batch["returns"] = advantages, returns
     return data

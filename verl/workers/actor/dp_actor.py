@@ -310,14 +310,18 @@ class DataParallelPPOActor:
             b, temperature, calculate_entropy=need_entropy, entropy_grad=cfg.entropy_coeff != 0
         )
         old_log_prob = log_prob.detach() if on_policy else b["old_log_probs"]
-        pg_loss, pg_clipfrac, ppo_kl, pg_clipfrac_lower = policy_loss_fn(
+        # the sampler/trainer mismatch correction (tis_imp_ratio_cap), as verl's losses take it: per-token weights
+        rollout_is_weights = core_algos.truncated_is_weights(
+            old_log_prob, b["rollout_log_probs"] if "rollout_log_probs" in b else None, cfg.tis_imp_ratio_cap
+        )
+        pg_loss, pg_metrics = policy_loss_fn(
             old_log_prob=old_log_prob,
             log_prob=log_prob,
             advantages=b["advantages"],
             response_mask=response_mask,
             loss_agg_mode=agg_mode,
             config=cfg,
-            rollout_log_probs=b.get("rollout_log_probs"),
+            rollout_is_weights=rollout_is_weights,
         )
         stats: dict[str, Any] = {}
         loss = pg_loss
@@ -333,12 +337,6 @@ class DataParallelPPOActor:
             stats["actor/kl_loss"] = kl_loss.item()
             stats["actor/kl_coef"] = cfg.kl_loss_coef
         (loss * scale).backward()
-        stats.update(
-            {
-                "actor/pg_loss": pg_loss.item(),
-                "actor/pg_clipfrac": float(pg_clipfrac.detach()),
-                "actor/ppo_kl": float(ppo_kl.detach()),
-                "actor/pg_clipfrac_lower": float(pg_clipfrac_lower.detach()),
-            }
-        )
+        stats["actor/pg_loss"] = pg_loss.item()
+        stats.update(pg_metrics)  # the loss's own rates (pg_clipfrac, ppo_kl, ...), plain floats
         return stats
