@@ -10,7 +10,7 @@ from verl.utils.config import job_schema, schema_keys
 from verl.utils.config_dict import PPO_DICT_ALIASES, PPO_DICT_SPECIAL, PPO_DICT_TREE_DEFAULTS
 
 SECTIONS = ("data", "actor_rollout_ref", "critic", "reward_model", "custom_reward_function", "algorithm", "trainer")
-KEY = re.compile(r"\b((?:%s)(?:\.[a-z_]+)+)" % "|".join(SECTIONS))
+KEY = re.compile(r"\b((?:" + "|".join(SECTIONS) + r")(?:\.[a-z_]+)+)")
 
 
 def _named_keys(text: str) -> list[str]:
