@@ -22,3 +22,5 @@ class ActorRolloutRefConfig(BaseConfig):
     actor: FSDPActorConfig = field(default_factory=FSDPActorConfig)  # the policy update
     ref: RefConfig = field(default_factory=RefConfig)  # the reference policy
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler
+    # no effect: collective timeout of verl's workers, seconds (here: ray_init.dist_timeout_s; another value warns)
+    nccl_timeout: int = 600
