@@ -380,7 +380,10 @@ def _mirror_mismatches(config: DictConfig, changes_run: bool) -> list[str]:
     for key, source, error, what in MIRRORED_KEYS:
         value, expected = OmegaConf.select(config, key), OmegaConf.select(config, source)
         if error == changes_run and value != expected:
-            out.append(f"{key}={value} differs from {source}={expected}: {what}; set {source} (verl derives {key})")
+            out.append(
+                f"{key}={value} differs from {source}={expected}: {what}. verl derives {key} from {source}: set "
+                f"{source} alone (in a config changed after loading, set both)"
+            )
     return out
 
 

@@ -77,6 +77,8 @@ class TrainerConfig(BaseConfig):
     controller_nsight_options: dict[str, Any] = field(default_factory=dict)
     # older verl key: nsys options of the worker processes (no effect: profiling is not wired)
     worker_nsight_options: dict[str, Any] = field(default_factory=dict)
+    # older verl key: Ascend NPU profiler options (no effect: profiling is not wired)
+    npu_profile: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -14,12 +14,15 @@ from verl.workers.config.optimizer import FSDPOptimizerConfig, McoreOptimizerCon
 __all__ = ["ActorConfig", "FSDPActorConfig", "McoreActorConfig", "PolicyLossConfig", "RefConfig", "RouterReplayConfig"]
 
 
-def loss_agg_modes() -> tuple[str, ...]:
-    """The aggregation modes ``core_algos.agg_loss`` implements (imported when a section is checked, not at import:
-    the schemas load without torch)."""
+def check_loss_agg_mode(section: str, mode: str) -> None:
+    """``mode`` is one ``core_algos.agg_loss`` implements. The default needs no look-up: loading a config (which
+    builds the default sections) must not import torch through ``core_algos``."""
+    if mode == "token-mean":
+        return
     from verl.core_algos.aggregation import LOSS_AGG_MODES
 
-    return tuple(LOSS_AGG_MODES)
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"[{section}] Invalid loss_agg_mode {mode!r}: use one of {list(LOSS_AGG_MODES)}")
 
 
 def check_micro_batch_sizes(section: str, deprecated: int | None, per_gpu: int | None, key: str) -> None:
@@ -116,9 +119,7 @@ class ActorConfig(BaseConfig):
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)  # MoE router replay
 
     def __post_init__(self) -> None:
-        modes = loss_agg_modes()
-        if self.loss_agg_mode not in modes:
-            raise ValueError(f"[actor] Invalid loss_agg_mode {self.loss_agg_mode!r}: use one of {list(modes)}")
+        check_loss_agg_mode("actor", self.loss_agg_mode)
         if not self.use_dynamic_bsz:
             check_micro_batch_sizes(
                 "actor", self.ppo_micro_batch_size, self.ppo_micro_batch_size_per_gpu, "ppo_micro_batch_size"
