@@ -89,14 +89,6 @@ class FSDPCriticConfig(CriticConfig):
     # responses per forward in the value pass (compute_values); follows ppo_micro_batch_size_per_gpu
     forward_micro_batch_size_per_gpu: int | None = 128
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.ulysses_sequence_parallel_size > 1 and not self.model.get("use_remove_padding", False):
-            raise ValueError(
-                "When using sequence parallelism for critic, you must enable critic.model.use_remove_padding "
-                "(`use_remove_padding`)"
-            )
-
 
 @dataclass
 class McoreCriticConfig(CriticConfig):
