@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "verl.utils.config_reference",
             "verl.utils.ported_keys",
             "verl.utils.cli",
+            "verl.utils.profiler",
             "verl.workers.config",
             "verl.trainer.config",
         ],

@@ -8,7 +8,7 @@ import torch
 
 from verl.trainer.main_ppo import check_config, warn_unimplemented_choices
 from verl.utils.config import ConfigError, load_config
-from verl.utils.ported_keys import ERROR_UNLESS, apply_deprecated_micro_batch_sizes
+from verl.utils.ported_keys import ERROR_UNLESS, WARN_UNLESS, apply_deprecated_micro_batch_sizes, apply_ported_keys
 
 # the keys of verl's quickstart (docs/start/quickstart) and examples/grpo_trainer/run_qwen2-7b.sh, as their users type them
 VERL_QUICKSTART = [
@@ -143,6 +143,107 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
     assert key in [k for k, _, _ in ERROR_UNLESS]
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         check_config(load_config("ppo_trainer", [override]))
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "actor_rollout_ref.model.custom_chat_template='{{ messages }}'",
+        "actor_rollout_ref.actor.router_replay.mode=R2",
+        "actor_rollout_ref.rollout.over_sample_rate=0.1",
+        "actor_rollout_ref.actor.optim.optimizer=AdamW8bit",
+        "critic.model.lora_rank=8",
+        "algorithm.rollout_correction.rollout_is=token",
+        "data.apply_chat_template_kwargs={enable_thinking: false}",
+        "reward_model.sandbox_fusion.url=http://localhost:8080",
+        "reward_manager.module.path=my_manager.py",
+    ],
+)
+def test_newer_verl_keys_that_would_change_the_run_are_errors_naming_the_key(override):
+    key = override.split("=")[0]
+    assert key in [k for k, _, _ in ERROR_UNLESS]
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        check_config(load_config("ppo_trainer", [override]))
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "actor_rollout_ref.actor.profiler.enable=true",
+        "global_profiler.tool=nsys",
+        "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size=2",
+        "actor_rollout_ref.model.tokenizer_path=/models/tok",
+        "actor_rollout_ref.rollout.skip_rollout=true",
+        "transfer_queue.enable=true",
+        "actor_rollout_ref.nccl_timeout=1200",
+    ],
+)
+def test_newer_verl_keys_with_the_same_algorithm_warn_once(override):
+    key = override.split("=")[0]
+    assert key in [k for k, _, _ in WARN_UNLESS]
+    config = load_config("ppo_trainer", [override])
+    check_config(config)
+    messages = warn_unimplemented_choices(config)
+    assert len(messages) == 1 and messages[0].startswith(key)
+
+
+def test_one_warning_for_the_reward_manager_named_in_either_place():
+    config = load_config("ppo_trainer", ["reward_model.reward_manager=dapo"])
+    assert config.reward_manager.name == "dapo"  # verl's newer key follows the older one
+    messages = warn_unimplemented_choices(config)
+    assert len(messages) == 1 and messages[0].startswith("reward_model.reward_manager=dapo")
+
+
+def test_derived_keys_follow_their_source_and_another_value_is_named():
+    assert load_config("ppo_trainer", ["actor_rollout_ref.rollout.n=4"]).critic.rollout_n == 4
+    with pytest.raises(
+        ConfigError, match="actor_rollout_ref.actor.rollout_n=2 differs from actor_rollout_ref.rollout.n=8"
+    ):
+        check_config(load_config("ppo_trainer", ["actor_rollout_ref.actor.rollout_n=2"]))
+    config = load_config("ppo_trainer", ["actor_rollout_ref.actor.use_remove_padding=false"])
+    check_config(config)  # packed or padded: the same math, so a warning
+    messages = warn_unimplemented_choices(config)
+    assert len(messages) == 1 and "follow actor_rollout_ref.model.use_remove_padding" in messages[0]
+
+
+def test_optim_clip_grad_is_an_error_unless_the_roles_grad_clip_holds_it():
+    with pytest.raises(ConfigError, match="set actor_rollout_ref.actor.grad_clip=0.5"):
+        check_config(load_config("ppo_trainer", ["actor_rollout_ref.actor.optim.clip_grad=0.5"]))
+    both = ["critic.optim.clip_grad=0.5", "critic.grad_clip=0.5"]
+    check_config(load_config("ppo_trainer", both))
+
+
+def test_older_spellings_map_onto_the_keys_that_run(caplog):
+    config = load_config(
+        "ppo_trainer",
+        [
+            "actor_rollout_ref.actor.optim.warmup_style=cosine",
+            "ray_kwargs.ray_init.num_cpus=3",
+            "ray_kwargs.ray_init.runtime_env={env_vars: {A: '1'}}",
+            "ray_kwargs.timeline_json_file=/tmp/t.json",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null",
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+            "critic.ppo_micro_batch_size=8",
+        ],
+    )
+    with caplog.at_level(logging.WARNING):
+        messages = apply_ported_keys(config)
+    optim = config.actor_rollout_ref.actor.optim
+    assert optim.lr_scheduler_type == "cosine" and optim.warmup_style is None
+    assert config.ray_init.num_cpus == 3 and config.ray_init.timeline_json_file == "/tmp/t.json"
+    assert config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 128
+    assert config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 128  # unused: token budgets
+    # the deprecated global size maps and is cleared, so the section holds one of the two as verl's dataclass needs
+    assert config.critic.ppo_micro_batch_size is None and config.critic.ppo_micro_batch_size_per_gpu == 8
+    assert config.critic.forward_micro_batch_size_per_gpu == 8  # it followed ppo_micro_batch_size: no own warning
+    assert [m.split("=")[0] for m in messages] == [
+        "critic.ppo_micro_batch_size",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "actor_rollout_ref.actor.optim.warmup_style",
+        "ray_kwargs.ray_init.runtime_env",
+    ]
+    assert all(m in caplog.text for m in messages)
 
 
 def test_ignore_eos_samples_to_the_response_length():

@@ -112,7 +112,7 @@ class OptimConfig(_ApiConfig):
         "critic_lr": "critic.optim.lr",
         "weight_decay": "actor_rollout_ref.actor.optim.weight_decay + critic.optim.weight_decay",
         "lr_warmup_steps_ratio": "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio + critic.optim.lr_warmup_steps_ratio",
-        "warmup_style": "actor_rollout_ref.actor.optim.warmup_style + critic.optim.warmup_style",
+        "warmup_style": "actor_rollout_ref.actor.optim.lr_scheduler_type + critic.optim.lr_scheduler_type",
         "grad_clip": "actor_rollout_ref.actor.grad_clip + critic.grad_clip",
     }
 
@@ -304,7 +304,8 @@ class RLTrainer:
             self.build()
         elif max_steps is not None:
             self.controller.total_training_steps = self.controller.global_steps + max_steps
-            styles = {self.config.actor_rollout_ref.actor.optim.warmup_style, self.config.critic.optim.warmup_style}
+            actor_optim, critic_optim = self.config.actor_rollout_ref.actor.optim, self.config.critic.optim
+            styles = {actor_optim.lr_scheduler_type, critic_optim.lr_scheduler_type}
             if "cosine" in styles:  # the schedule was built for the first call's length and has ended
                 logger.warning(
                     "train(max_steps=%d) after %d steps: the cosine learning-rate schedule was built for the first "
@@ -313,7 +314,7 @@ class RLTrainer:
                     max_steps,
                     self.controller.global_steps,
                     self.config.trainer.total_training_steps,
-                    self.config.actor_rollout_ref.actor.optim.min_lr_ratio,
+                    actor_optim.min_lr_ratio or 0.0,
                 )
         self.controller.stop_reason = None
         self.controller.fit()

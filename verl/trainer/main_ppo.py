@@ -25,7 +25,7 @@ from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worke
 from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.model import import_external_lib, load_tokenizer
-from verl.utils.ported_keys import apply_deprecated_micro_batch_sizes, warn_ported_keys
+from verl.utils.ported_keys import apply_ported_keys, warn_ported_keys
 from verl.utils.torch_functional import set_seed
 from verl.workers.reward_manager import NaiveRewardManager, load_custom_reward_function
 
@@ -78,7 +78,7 @@ def build_trainer(
     for cb in callbacks:
         if hasattr(cb, "configure"):
             cb.configure(config)
-    apply_deprecated_micro_batch_sizes(config)
+    apply_ported_keys(config)
     check_config(config)
     warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)

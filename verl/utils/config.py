@@ -237,6 +237,8 @@ class _Loader:
     def set(self, key: str, value: Any, source: str, allow_new: bool = False) -> None:
         if key == "_target_" or key.endswith("._target_"):
             return  # verl's hydra class paths: the schema already says which dataclass each section is
+        if value == "???":
+            return  # OmegaConf's "must be set" marker in verl's YAML (e.g. reward_model.rollout.name): keep the default
         hint, free = self.target(key, source, allow_new)
         if _is_group(hint) and isinstance(value, Mapping):
             for k, v in value.items():  # a nested mapping from a YAML file: each leaf by its full path

@@ -20,11 +20,15 @@ def build_adamw(
     warmup_steps: int = 0,
     schedule: str = "constant",
     min_lr_ratio: float = 0.0,
+    num_cycles: float = 0.5,
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW plus linear warmup over ``warmup_steps``, then ``constant`` or ``cosine`` decay to ``lr*min_lr_ratio``."""
+    """AdamW plus linear warmup over ``warmup_steps``, then ``constant`` or ``cosine`` decay to ``lr*min_lr_ratio``
+    (``num_cycles`` cosine cycles over the decay; 0.5 decays once)."""
     optimizer = torch.optim.AdamW(params, lr=lr, betas=tuple(betas), weight_decay=weight_decay)
     if schedule == "cosine":
-        scheduler = get_cosine_schedule_with_warmup(optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio)
+        scheduler = get_cosine_schedule_with_warmup(
+            optimizer, warmup_steps, total_steps, min_lr_ratio=min_lr_ratio, num_cycles=num_cycles
+        )
     elif schedule == "constant":
         scheduler = get_constant_schedule_with_warmup(optimizer, warmup_steps)
     else:

@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
-    """AdamW with linear warmup, then constant or cosine decay (verl's ``optim`` keys)."""
+    """AdamW with linear warmup, then constant or cosine decay (verl's ``optim`` keys; ``lr_scheduler_type`` already
+    holds a given ``warmup_style``, and a null ``min_lr_ratio`` is 0 as in verl)."""
     warmup = optim_cfg.lr_warmup_steps
     if warmup is None or warmup < 0:
         warmup = int(optim_cfg.lr_warmup_steps_ratio * total_steps)
@@ -46,8 +47,9 @@ def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
         optim_cfg.weight_decay,
         total_steps,
         warmup,
-        optim_cfg.warmup_style,
-        optim_cfg.min_lr_ratio,
+        optim_cfg.lr_scheduler_type,
+        optim_cfg.min_lr_ratio or 0.0,
+        optim_cfg.num_cycles,
     )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from verl.base_config import BaseConfig
 
-__all__ = ["AlgoConfig", "FilterGroupsConfig", "KLControlConfig"]
+__all__ = ["AlgoConfig", "FilterGroupsConfig", "KLControlConfig", "RolloutCorrectionConfig"]
 
 
 @dataclass
@@ -29,10 +30,27 @@ class FilterGroupsConfig(BaseConfig):
 
 
 @dataclass
-class AlgoConfig(BaseConfig):
-    """The RL algorithm of a PPO-family run."""
+class RolloutCorrectionConfig(BaseConfig):
+    """verl's rollout correction: importance weights and rejection of tokens or sequences whose sampler and trainer
+    probabilities disagree. Not implemented (turning it on is an error naming the key); this version's correction is
+    ``actor_rollout_ref.actor.tis_imp_ratio_cap`` (truncated token-level importance sampling)."""
 
-    adv_estimator: str = "grpo"  # gae | grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | opo | grpo_passk | gpg
+    rollout_is: str | None = None  # token | sequence importance weights: not implemented (a value is an error)
+    rollout_is_threshold: float = 2.0  # the weights' cap (only with rollout_is)
+    rollout_is_batch_normalize: bool = False  # normalise the weights to mean 1 (only with rollout_is)
+    rollout_rs: str | None = None  # rejection sampling of mismatched tokens/sequences: not implemented (an error)
+    rollout_rs_threshold: Any = None  # rejection bounds (only with rollout_rs)
+    bypass_mode: bool = False  # the sampler's log-probs as the old ones: not implemented (true is an error)
+    loss_type: str = "ppo_clip"  # bypass mode's loss: ppo_clip | reinforce (only with bypass_mode)
+
+
+@dataclass
+class AlgoConfig(BaseConfig):
+    """The RL algorithm of a PPO-family run. The dataclass defaults are verl's (``adv_estimator=gae``); the
+    ``ppo_trainer`` job starts from GRPO (``verl.trainer.config.ppo_trainer``)."""
+
+    # gae | grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | opo | grpo_passk | gpg
+    adv_estimator: str = "gae"
     gamma: float = 1.0  # discount; used by gae and reinforce_plus_plus only
     lam: float = 1.0  # GAE lambda
     reward_temp: float = 1.0  # rewards = scores / reward_temp before KL and advantages (1.0: unchanged)
@@ -43,3 +61,7 @@ class AlgoConfig(BaseConfig):
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)  # the reward-side KL coefficient
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)  # DAPO dynamic sampling
     use_pf_ppo: bool = False  # preference-feedback PPO reweighting: not implemented (true is an error)
+    # pf_ppo's settings (reweight_method: pow | max_min | max_random, weight_pow): only with use_pf_ppo
+    pf_ppo: dict[str, Any] = field(default_factory=dict)
+    # verl's rollout correction (importance weights, rejection): not implemented (turning it on is an error)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from verl.base_config import BaseConfig
 
-__all__ = ["CheckpointConfig", "ModuleConfig"]
+__all__ = ["CheckpointConfig", "ModuleConfig", "RewardManagerConfig"]
 
 
 @dataclass
@@ -17,6 +17,7 @@ class CheckpointConfig(BaseConfig):
     save_contents: list[str] = field(default_factory=lambda: ["model", "optimizer", "extra"])
     # no effect: a resume restores everything saved
     load_contents: list[str] = field(default_factory=lambda: ["model", "optimizer", "extra"])
+    async_save: bool = False  # write checkpoints in the background: not implemented (true warns; saved in the step)
 
 
 @dataclass
@@ -25,3 +26,14 @@ class ModuleConfig(BaseConfig):
 
     path: str | None = None  # a Python file
     name: str | None = None  # the class or function in it
+
+
+@dataclass
+class RewardManagerConfig(BaseConfig):
+    """Which reward manager turns responses into token-level scores (verl's top-level ``reward_manager``): one
+    registered by name, or a class loaded from a file."""
+
+    source: str = "register"  # register: a manager registered by name | importlib: the class in module
+    name: str = "naive"  # (derived) the registered manager: follows reward_model.reward_manager (naive runs here)
+    # importlib: the file and class of a custom manager: not loaded in this version (a path is an error)
+    module: ModuleConfig = field(default_factory=lambda: ModuleConfig(name="custom_reward_manager"))

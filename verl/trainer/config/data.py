@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from verl.base_config import BaseConfig
 from verl.trainer.config.config import ModuleConfig
 
-__all__ = ["RLDataConfig"]
+__all__ = ["DataSamplerConfig", "RLDataConfig"]
+
+
+@dataclass
+class DataSamplerConfig(BaseConfig):
+    """A custom (curriculum) sampler of the training prompts."""
+
+    class_path: str | None = None  # a Python file: custom samplers are not supported (a value is an error)
+    class_name: str | None = None  # the sampler class in it
 
 
 @dataclass
@@ -41,3 +50,16 @@ class RLDataConfig(BaseConfig):
     video_key: str = "videos"  # no effect: text-only models
     # a custom dataset class: not supported (an error when set)
     custom_cls: ModuleConfig = field(default_factory=ModuleConfig)
+    use_shm: bool = False  # no effect: data files are read where they are (no copy to /dev/shm)
+    tool_config_path: str | None = None  # (derived) multi-turn only: follows rollout.multi_turn.tool_config_path
+    return_raw_input_ids: bool = False  # no effect: a reward model re-tokenizes the decoded text with its tokenizer
+    image_patch_size: int = 14  # no effect: text-only models
+    filter_overlong_prompts_workers: int = 1  # no effect: prompts are tokenized once, in one process
+    trust_remote_code: bool = False  # no effect: the tokenizer loads with actor_rollout_ref.model.trust_remote_code
+    return_multi_modal_inputs: bool = True  # no effect: text-only models
+    sampler: DataSamplerConfig = field(default_factory=DataSamplerConfig)  # a custom prompt sampler (not supported)
+    # a class generating training data during the run: not supported (a path is an error)
+    datagen: ModuleConfig = field(default_factory=ModuleConfig)
+    # keyword arguments for the chat template (e.g. enable_thinking): not passed in this version (a value is an error:
+    # the prompts would differ)
+    apply_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)

@@ -8,10 +8,19 @@ from typing import Any
 
 from verl.base_config import BaseConfig
 from verl.trainer.config.algorithm import AlgoConfig
+from verl.trainer.config.config import RewardManagerConfig
 from verl.trainer.config.data import RLDataConfig
+from verl.utils.profiler.config import GlobalProfilerConfig
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RewardModelConfig
 
-__all__ = ["CustomRewardFunctionConfig", "PPOTrainerConfig", "RayInitConfig", "TrainerConfig"]
+__all__ = [
+    "CustomRewardFunctionConfig",
+    "PPOTrainerConfig",
+    "RayInitConfig",
+    "RayKwargsConfig",
+    "TrainerConfig",
+    "TransferQueueConfig",
+]
 
 
 @dataclass
@@ -63,6 +72,13 @@ class TrainerConfig(BaseConfig):
     use_legacy_worker_impl: str = "auto"  # no effect: one worker implementation
     ray_wait_register_center_timeout: int = 300  # no effect: workers report to the controller directly
     profile_steps: list[int] | None = None  # no effect: profiling is not wired (benchmarks/ has the profiling scripts)
+    esi_redundant_time: int = 0  # no effect: elastic-server-instance expiry margin (checkpoints follow save_freq)
+    # older verl key: nsys options of the controller process (no effect: profiling is not wired)
+    controller_nsight_options: dict[str, Any] = field(default_factory=dict)
+    # older verl key: nsys options of the worker processes (no effect: profiling is not wired)
+    worker_nsight_options: dict[str, Any] = field(default_factory=dict)
+    # older verl key: Ascend NPU profiler options (no effect: profiling is not wired)
+    npu_profile: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,6 +93,22 @@ class RayInitConfig(BaseConfig):
 
 
 @dataclass
+class RayKwargsConfig(BaseConfig):
+    """verl's newer home of the Ray settings (``ray_kwargs``); this version reads them into ``ray_init``."""
+
+    # keyword arguments of ray.init: address and num_cpus set ray_init.address / ray_init.num_cpus; others warn
+    ray_init: dict[str, Any] = field(default_factory=dict)
+    timeline_json_file: str | None = None  # sets ray_init.timeline_json_file (no Ray timeline is written: warns)
+
+
+@dataclass
+class TransferQueueConfig(BaseConfig):
+    """verl's TransferQueue: batches streamed between roles through a data service."""
+
+    enable: bool = False  # not implemented (true warns): batches travel between roles as DataProto
+
+
+@dataclass
 class PPOTrainerConfig(BaseConfig):
     """PPO-family RL. Batch sizes: ``data.train_batch_size`` and ``ppo_mini_batch_size`` count prompts (each gets
     ``rollout.n`` responses); ``*_micro_batch_size_per_gpu`` count responses."""
@@ -87,9 +119,14 @@ class PPOTrainerConfig(BaseConfig):
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)  # reward model and reward shaping
     # your reward function
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
-    algorithm: AlgoConfig = field(default_factory=AlgoConfig)  # estimator, KL, dynamic sampling
+    # estimator, KL, dynamic sampling (this job starts from GRPO; verl's AlgoConfig default is gae)
+    algorithm: AlgoConfig = field(default_factory=lambda: AlgoConfig(adv_estimator="grpo"))
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # the run
     ray_init: RayInitConfig = field(default_factory=RayInitConfig)  # trainer.backend=ray
+    reward_manager: RewardManagerConfig = field(default_factory=RewardManagerConfig)  # which reward manager scores
+    global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)  # profiling: not wired
+    transfer_queue: TransferQueueConfig = field(default_factory=TransferQueueConfig)  # streamed batches
+    ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)  # verl's newer Ray settings (-> ray_init)
 
 
 # Keys whose default is another key's value (a ${...} interpolation, resolved when the config loads): set either.
@@ -118,4 +155,15 @@ DERIVED_DEFAULTS: dict[str, str] = {
     "reward_model.use_dynamic_bsz": "critic.use_dynamic_bsz",
     "reward_model.forward_max_token_len_per_gpu": "critic.forward_max_token_len_per_gpu",
     "reward_model.model.external_lib": "actor_rollout_ref.model.external_lib",
+    "reward_model.model.use_fused_kernels": "actor_rollout_ref.model.use_fused_kernels",
+    "actor_rollout_ref.actor.rollout_n": "actor_rollout_ref.rollout.n",
+    "actor_rollout_ref.ref.rollout_n": "actor_rollout_ref.rollout.n",
+    "critic.rollout_n": "actor_rollout_ref.rollout.n",
+    "actor_rollout_ref.actor.use_remove_padding": "actor_rollout_ref.model.use_remove_padding",
+    "critic.forward_micro_batch_size": "critic.ppo_micro_batch_size",
+    "critic.forward_micro_batch_size_per_gpu": "critic.ppo_micro_batch_size_per_gpu",
+    "actor_rollout_ref.rollout.profiler.enable": "actor_rollout_ref.actor.profiler.enable",
+    "actor_rollout_ref.rollout.prometheus.served_model_name": "actor_rollout_ref.model.path",
+    "data.tool_config_path": "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+    "reward_manager.name": "reward_model.reward_manager",
 }

@@ -3,13 +3,51 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from verl.base_config import BaseConfig
 from verl.trainer.config.config import CheckpointConfig
-from verl.workers.config.engine import FSDPEngineConfig
-from verl.workers.config.optimizer import FSDPOptimizerConfig
+from verl.utils.profiler.config import ProfilerConfig
+from verl.workers.config.engine import FSDPEngineConfig, McoreEngineConfig
+from verl.workers.config.optimizer import FSDPOptimizerConfig, McoreOptimizerConfig
 
-__all__ = ["ActorConfig", "FSDPActorConfig", "PolicyLossConfig", "RefConfig"]
+__all__ = ["ActorConfig", "FSDPActorConfig", "McoreActorConfig", "PolicyLossConfig", "RefConfig", "RouterReplayConfig"]
+
+
+def check_loss_agg_mode(section: str, mode: str) -> None:
+    """``mode`` is one ``core_algos.agg_loss`` implements. The default needs no look-up: loading a config (which
+    builds the default sections) must not import torch through ``core_algos``."""
+    if mode == "token-mean":
+        return
+    from verl.core_algos.aggregation import LOSS_AGG_MODES
+
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"[{section}] Invalid loss_agg_mode {mode!r}: use one of {list(LOSS_AGG_MODES)}")
+
+
+def check_micro_batch_sizes(section: str, deprecated: int | None, per_gpu: int | None, key: str) -> None:
+    """One of verl's deprecated global micro-batch size ``<key>`` and its per-worker ``<key>_per_gpu``, not both and
+    not neither (when the micro-batches are fixed-size, ``use_dynamic_bsz=false``)."""
+    if deprecated is not None and per_gpu is not None:
+        raise ValueError(
+            f"[{section}] You have set both '{section}.{key}' ({deprecated}, verl's deprecated global size) AND "
+            f"'{section}.{key}_per_gpu' ({per_gpu}): remove '{section}.{key}'"
+        )
+    if deprecated is None and per_gpu is None:
+        raise ValueError(
+            f"[{section}] Please set at least one of '{section}.{key}_per_gpu' (responses per forward/backward on a "
+            f"worker) or '{section}.{key}', or use_dynamic_bsz=true"
+        )
+
+
+@dataclass
+class RouterReplayConfig(BaseConfig):
+    """MoE router replay: record the rollout's expert routing and replay it in the update. Not implemented (a mode
+    other than disabled is an error: the update's routing, so its gradient, would differ)."""
+
+    mode: str = "disabled"  # disabled | R2 | R3: not implemented (another value is an error)
+    record_file: str | None = None  # where routing decisions are recorded
+    replay_file: str | None = None  # where recorded routing decisions are read
 
 
 @dataclass
@@ -26,12 +64,20 @@ class PolicyLossConfig(BaseConfig):
 
 @dataclass
 class ActorConfig(BaseConfig):
-    """The policy update: batch sizes, PPO clipping, loss aggregation, entropy and KL terms, the optimizer."""
+    """The policy update: batch sizes, PPO clipping, loss aggregation, entropy and KL terms, the optimizer.
+
+    Built, it checks what verl's ``ActorConfig`` checks: a known ``loss_agg_mode``, and (fixed-size micro-batches)
+    exactly one of ``ppo_micro_batch_size_per_gpu`` and verl's deprecated ``ppo_micro_batch_size``."""
+
+    _mutable_fields: ClassVar[frozenset[str]] = frozenset(
+        {"ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu"}
+    )
 
     # dp | fsdp | fsdp2: the data-parallel worker (FSDP2 with backend=ray); megatron is not implemented
     strategy: str = "dp"
     ppo_mini_batch_size: int = 16  # prompts per optimizer step (x rollout.n responses), over all workers
-    ppo_micro_batch_size_per_gpu: int = 128  # responses per forward/backward
+    # responses per forward/backward (null: only with use_dynamic_bsz or the deprecated ppo_micro_batch_size)
+    ppo_micro_batch_size_per_gpu: int | None = 128
     use_dynamic_bsz: bool = False  # micro-batches by token budget instead of ppo_micro_batch_size_per_gpu
     ppo_max_token_len_per_gpu: int = 16384  # real (prompt + response) tokens per micro-batch with use_dynamic_bsz
     autocast_dtype: str = "fp32"  # fp32 | bf16: torch.autocast for the actor/ref passes (fp32 weights kept)
@@ -58,6 +104,48 @@ class ActorConfig(BaseConfig):
     loss_scale_factor: float | None = None
     use_fused_kernels: bool = False  # as actor_rollout_ref.model.use_fused_kernels
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)  # what a checkpoint holds (verl key)
+    # (derived) responses per prompt: follows rollout.n, which the update reads (a different value is an error)
+    rollout_n: int = 1
+    tau_pos: float = 1.0  # SAPO soft-gate temperature for positive advantages (policy_loss.loss_mode=sapo)
+    tau_neg: float = 1.05  # SAPO soft-gate temperature for negative advantages (policy_loss.loss_mode=sapo)
+    freeze_vision_tower: bool = False  # no effect: text-only models here
+    # no effect: the entropy is computed when the loss needs it (entropy_coeff != 0) and on the on-policy pass
+    # (actor/entropy metric)
+    calculate_entropy: bool = False
+    # no effect: actor_rollout_ref.model.use_shared_prefix computes each repeated prompt once (exact)
+    use_prefix_grouper: bool = False
+    data_loader_seed: int = 42  # no effect: mini-batch shuffles are seeded by the step (trainer.seed seeds the run)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)  # profiling: not wired (enable=true warns)
+    router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)  # MoE router replay
+
+    def __post_init__(self) -> None:
+        check_loss_agg_mode("actor", self.loss_agg_mode)
+        if not self.use_dynamic_bsz:
+            check_micro_batch_sizes(
+                "actor", self.ppo_micro_batch_size, self.ppo_micro_batch_size_per_gpu, "ppo_micro_batch_size"
+            )
+
+    def validate(self, n_gpus: int, train_batch_size: int, model_config: dict | None = None) -> None:
+        """verl's run-time checks against the worker count and ``data.train_batch_size`` (prompts)."""
+        if self.use_dynamic_bsz:
+            return
+        if train_batch_size < self.ppo_mini_batch_size:
+            raise ValueError(
+                f"data.train_batch_size ({train_batch_size}) must be >= actor.ppo_mini_batch_size "
+                f"({self.ppo_mini_batch_size}): both count prompts"
+            )
+        if self.ppo_micro_batch_size is not None:
+            if self.ppo_mini_batch_size % self.ppo_micro_batch_size:
+                raise ValueError(
+                    f"actor.ppo_mini_batch_size ({self.ppo_mini_batch_size}) must be divisible by "
+                    f"actor.ppo_micro_batch_size ({self.ppo_micro_batch_size})"
+                )
+            sp = getattr(self, "ulysses_sequence_parallel_size", 1)
+            if self.ppo_micro_batch_size * sp < n_gpus:
+                raise ValueError(
+                    f"actor.ppo_micro_batch_size ({self.ppo_micro_batch_size}) x ulysses_sequence_parallel_size ({sp}) "
+                    f"must be >= n_gpus ({n_gpus}): each worker needs a row; or set ppo_micro_batch_size_per_gpu"
+                )
 
 
 @dataclass
@@ -68,6 +156,36 @@ class FSDPActorConfig(ActorConfig):
     # Ulysses sequence parallelism: not implemented (> 1 warns; whole sequences per worker)
     ulysses_sequence_parallel_size: int = 1
     fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)  # FSDP2 sharding (trainer.backend=ray)
+    # no effect: entropy comes from the same log-softmax as the log-probs (no chunked recomputation needed)
+    entropy_from_logits_with_chunking: bool = False
+    entropy_checkpointing: bool = False  # no effect (see entropy_from_logits_with_chunking)
+    # (derived) follows actor_rollout_ref.model.use_remove_padding, which the passes read (a different value warns)
+    use_remove_padding: bool = True
+    # sum of squared token probabilities for the optimal-token baseline: not computed here (true warns)
+    calculate_sum_pi_squared: bool = False
+    sum_pi_squared_checkpointing: bool = False  # no effect (see calculate_sum_pi_squared)
+
+    def validate(self, n_gpus: int, train_batch_size: int, model_config: dict | None = None) -> None:
+        super().validate(n_gpus, train_batch_size, model_config)
+        if self.ulysses_sequence_parallel_size > 1 and model_config is not None:
+            if not model_config.get("use_remove_padding", False):
+                raise ValueError(
+                    "actor.ulysses_sequence_parallel_size > 1: you must enable `use_remove_padding` "
+                    "(actor_rollout_ref.model.use_remove_padding=true) for sequence parallelism"
+                )
+
+
+@dataclass
+class McoreActorConfig(ActorConfig):
+    """The actor of verl's Megatron worker (verl's ``McoreActorConfig``). Megatron is not implemented: the class
+    exists so configs written for it construct; a run uses `FSDPActorConfig`."""
+
+    strategy: str = "megatron"  # the strategy these settings are for
+    optim: McoreOptimizerConfig = field(default_factory=McoreOptimizerConfig)  # Megatron's optimizer
+    load_weight: bool = True  # load the HF weights at start
+    megatron: McoreEngineConfig = field(default_factory=McoreEngineConfig)  # Megatron parallelism
+    profile: dict[str, Any] = field(default_factory=dict)  # Megatron profiling options
+    use_rollout_log_probs: bool = False  # use the sampler's log-probs as the old ones
 
 
 @dataclass
@@ -75,12 +193,21 @@ class RefConfig(BaseConfig):
     """The frozen reference policy: its log-prob passes and sharding."""
 
     enable: bool | None = None  # null: only when a KL term needs it (use_kl_loss or use_kl_in_reward)
-    log_prob_micro_batch_size_per_gpu: int = 128  # responses per forward in a log-prob pass
+    # responses per forward in a log-prob pass (null: only with log_prob_use_dynamic_bsz or the deprecated
+    # log_prob_micro_batch_size)
+    log_prob_micro_batch_size_per_gpu: int | None = 128
     log_prob_use_dynamic_bsz: bool = False  # token-budget micro-batches in log-prob passes
     log_prob_max_token_len_per_gpu: int = 16384  # tokens per log-prob micro-batch with log_prob_use_dynamic_bsz
-    fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)  # FSDP2 sharding (trainer.backend=ray)
+    # FSDP2 sharding (trainer.backend=ray)
+    fsdp_config: FSDPEngineConfig = field(default_factory=lambda: FSDPEngineConfig(forward_only=True))
     strategy: str = "dp"  # as the actor's
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
     ulysses_sequence_parallel_size: int = 1  # as the actor's
     use_torch_compile: bool = True  # no effect
+    rollout_n: int = 1  # (derived) responses per prompt: follows rollout.n (a different value is an error)
+    # no effect: entropy comes from the same log-softmax as the log-probs
+    entropy_from_logits_with_chunking: bool = False
+    entropy_checkpointing: bool = False  # no effect
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)  # profiling: not wired (enable=true warns)
+    router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)  # MoE router replay

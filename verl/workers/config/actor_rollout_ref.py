@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl.base_config import BaseConfig
+from verl.utils.profiler.config import ProfilerConfig
 from verl.workers.config.actor import FSDPActorConfig, RefConfig
 from verl.workers.config.model import HFModelConfig
 from verl.workers.config.rollout import RolloutConfig
@@ -22,3 +23,7 @@ class ActorRolloutRefConfig(BaseConfig):
     actor: FSDPActorConfig = field(default_factory=FSDPActorConfig)  # the policy update
     ref: RefConfig = field(default_factory=RefConfig)  # the reference policy
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler
+    # no effect: collective timeout of verl's workers, seconds (here: ray_init.dist_timeout_s; another value warns)
+    nccl_timeout: int = 600
+    # older verl key (one profiler for the whole role group): no effect, profiling is not wired
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)

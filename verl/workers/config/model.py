@@ -8,7 +8,25 @@ from typing import Any
 from verl.base_config import BaseConfig
 from verl.workers.config.engine import FSDPEngineConfig
 
-__all__ = ["FSDPCriticModelCfg", "HFModelConfig", "RewardModelModelConfig"]
+__all__ = ["FSDPCriticModelCfg", "HFModelConfig", "MtpConfig", "RewardModelModelConfig"]
+
+
+@dataclass
+class MtpConfig(BaseConfig):
+    """Multi-token-prediction layers (verl's ``MtpConfig``): not implemented here (training them is an error,
+    speculative decoding with them warns)."""
+
+    enable: bool = False  # no effect: load and save MTP weights without using them
+    enable_train: bool = False  # train the MTP layers: not implemented (true is an error)
+    enable_rollout: bool = False  # speculative decoding with the MTP layers: not implemented (true warns)
+    detach_encoder: bool = False  # no effect: MTP training only
+    mtp_loss_scaling_factor: float = 0.1  # no effect: MTP training only
+    speculative_algorithm: str = "EAGLE"  # no effect: SGLang speculative decoding only
+    speculative_num_steps: int = 2  # no effect: SGLang speculative decoding only
+    speculative_eagle_topk: int = 2  # no effect: SGLang speculative decoding only
+    speculative_num_draft_tokens: int = 4  # no effect: SGLang speculative decoding only
+    method: str = "mtp"  # no effect: vLLM speculative decoding only
+    num_speculative_tokens: int = 1  # no effect: vLLM speculative decoding only
 
 
 @dataclass
@@ -32,6 +50,22 @@ class HFModelConfig(BaseConfig):
     lora_rank: int = 0  # LoRA: not implemented in this version (> 0 is an error)
     lora_alpha: int = 16  # LoRA scaling (only with lora_rank > 0)
     target_modules: str = "all-linear"  # LoRA target modules (only with lora_rank > 0)
+    exclude_modules: str | None = None  # LoRA modules left out (only with lora_rank > 0)
+    lora_adapter_path: str | None = None  # a saved LoRA adapter to start from: LoRA is not implemented (an error)
+    # a model config directory other than path: not read here (a value warns; the config comes from path)
+    hf_config_path: str | None = None
+    # a tokenizer other than the model's: use data.tokenizer here (a value warns; the tokenizer comes from
+    # data.tokenizer, else path)
+    tokenizer_path: str | None = None
+    use_shm: bool = False  # no effect: the model is read from its directory (no copy to /dev/shm)
+    # a Jinja chat template replacing the tokenizer's: not applied in this version (a value is an error: prompts
+    # would differ); put it in the tokenizer directory's tokenizer_config.json
+    custom_chat_template: str | None = None
+    # no effect: options of the fused kernels (use_fused_kernels)
+    fused_kernel_options: dict[str, Any] = field(default_factory=lambda: {"impl_backend": "torch"})
+    # tiled MLP (memory for long sequences): not implemented (enabled=true warns; the plain MLP runs, same math)
+    tiled_mlp: dict[str, Any] = field(default_factory=lambda: {"enabled": False, "num_shards": 4})
+    mtp: MtpConfig = field(default_factory=MtpConfig)  # multi-token-prediction layers (not implemented)
 
 
 @dataclass
@@ -48,6 +82,13 @@ class FSDPCriticModelCfg(BaseConfig):
     trust_remote_code: bool = False  # allow the model directory's own Python code
     # no effect here (the critic's model config loads as saved)
     override_config: dict[str, Any] = field(default_factory=dict)
+    use_shm: bool = False  # no effect: the model is read from its directory
+    enable_activation_offload: bool = False  # GPU activation offload: not available (true warns)
+    lora_rank: int = 0  # LoRA: not implemented in this version (> 0 is an error)
+    lora_alpha: int = 16  # LoRA scaling (only with lora_rank > 0)
+    target_modules: str = "all-linear"  # LoRA target modules (only with lora_rank > 0)
+    # tiled MLP: not implemented (enabled=true warns; the plain MLP runs, same math)
+    tiled_mlp: dict[str, Any] = field(default_factory=lambda: {"enabled": False, "num_shards": 4})
 
 
 @dataclass
@@ -61,3 +102,6 @@ class RewardModelModelConfig(BaseConfig):
     use_remove_padding: bool = False  # no effect
     # no effect: the RM is forward-only and whole on every worker
     fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)
+    override_config: dict[str, Any] = field(default_factory=dict)  # no effect: the RM's model config loads as saved
+    use_shm: bool = False  # no effect: the model is read from its directory
+    use_fused_kernels: bool = False  # no effect: the RM runs the model's own ops

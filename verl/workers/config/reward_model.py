@@ -6,9 +6,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.base_config import BaseConfig
+from verl.utils.profiler.config import ProfilerConfig
 from verl.workers.config.model import RewardModelModelConfig
+from verl.workers.config.rollout import RolloutConfig
 
-__all__ = ["OverlongBufferConfig", "RewardModelConfig"]
+__all__ = ["OverlongBufferConfig", "RewardModelConfig", "SandboxFusionConfig"]
+
+
+@dataclass
+class SandboxFusionConfig(BaseConfig):
+    """A SandboxFusion server that runs code answers for verl's code-dataset scorers."""
+
+    # the server's URL: code answers are not executed in this version (a value is an error: the scores would differ)
+    url: str | None = None
+    max_concurrent: int = 64  # no effect (see url)
+    memory_limit_mb: int = 1024  # no effect (see url)
 
 
 @dataclass
@@ -26,7 +38,8 @@ class RewardModelConfig(BaseConfig):
 
     enable: bool = False  # score with a sequence-classification model as well as rules
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)  # the reward model
-    micro_batch_size_per_gpu: int = 64  # responses per RM forward
+    # responses per RM forward (null: the deprecated micro_batch_size, else this default with a warning)
+    micro_batch_size_per_gpu: int | None = 64
     enable_resource_pool: bool = False  # ray: the reward model on its own processes (else colocated)
     nnodes: int = 1  # with enable_resource_pool: the RM's own nodes
     n_gpus_per_node: int = 1  # with enable_resource_pool: the RM's processes per node
@@ -43,3 +56,17 @@ class RewardModelConfig(BaseConfig):
     forward_max_token_len_per_gpu: int = 32768  # no effect
     max_length: int | None = None  # no effect: responses are scored whole
     ulysses_sequence_parallel_size: int = 1  # not implemented (> 1 warns)
+    launch_reward_fn_async: bool = False  # score in a background process: not implemented (true warns; same scores)
+    # no effect: the scores are computed in the controller's reward stage (reward_model.reward_manager)
+    use_reward_loop: bool = True
+    num_workers: int = 1  # no effect: reward-loop workers (see use_reward_loop)
+    reward_loop_source: str = "register"  # no effect: register | importlib (see use_reward_loop)
+    # a custom reward-loop class file: not loaded in this version (a value is an error)
+    reward_loop_module_path: str | None = None
+    reward_loop_class_name: str | None = None  # no effect (see reward_loop_source)
+    # code execution for code-dataset scores: not available (url is an error)
+    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)  # profiling: not wired (enable=true warns)
+    # a generative reward model's inference engine: not implemented (the reward model is a sequence classifier here;
+    # these keys have no effect)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)

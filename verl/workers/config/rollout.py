@@ -6,8 +6,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.base_config import BaseConfig
+from verl.utils.profiler.config import ProfilerConfig
+from verl.workers.config.model import MtpConfig
 
-__all__ = ["MultiTurnConfig", "RolloutConfig", "SamplingConfig"]
+__all__ = [
+    "AgentLoopConfig",
+    "CheckpointEngineConfig",
+    "CustomAsyncServerConfig",
+    "MultiTurnConfig",
+    "PrometheusConfig",
+    "RolloutConfig",
+    "SamplingConfig",
+    "TraceConfig",
+]
 
 
 @dataclass
@@ -26,6 +37,65 @@ class MultiTurnConfig(BaseConfig):
     """Multi-turn (tool-calling) rollouts."""
 
     enable: bool = False  # multi-turn / tool-calling rollout: not implemented (true is an error)
+    max_assistant_turns: int | None = None  # multi-turn only: assistant turns per trajectory
+    tool_config_path: str | None = None  # multi-turn only: the tools' YAML file
+    max_user_turns: int | None = None  # multi-turn only: user turns per trajectory
+    max_parallel_calls: int = 1  # multi-turn only: tool calls per turn
+    max_tool_response_length: int = 256  # multi-turn only: tokens kept of a tool's answer
+    tool_response_truncate_side: str = "middle"  # multi-turn only: left | middle | right
+    interaction_config_path: str | None = None  # multi-turn only: the simulated-user YAML file
+    completion_callback: str | None = None  # older verl key, multi-turn only
+    use_inference_chat_template: bool = False  # multi-turn only: render turns with the inference chat template
+    tokenization_sanity_check_mode: str = "strict"  # multi-turn only: strict | ignore_strippable | disable
+    format: str = "hermes"  # multi-turn only: the tool-call format
+    num_repeat_rollouts: int | None = None  # multi-turn only: rollouts per interaction
+
+
+@dataclass
+class CustomAsyncServerConfig(BaseConfig):
+    """A custom async inference-server class (agent loop)."""
+
+    path: str | None = None  # no effect: a Python file (no async server runs here)
+    name: str | None = None  # no effect: the class in it
+
+
+@dataclass
+class AgentLoopConfig(BaseConfig):
+    """verl's agent loop: async rollouts through inference servers. Here sampling runs inside the actor's worker."""
+
+    num_workers: int = 8  # no effect: agent-loop workers
+    default_agent_loop: str = "single_turn_agent"  # no effect: the single-turn sampler is what runs
+    agent_loop_config_path: str | None = None  # custom agent loops: not implemented (a value is an error)
+    # no effect: a custom async server class
+    custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
+
+
+@dataclass
+class CheckpointEngineConfig(BaseConfig):
+    """How updated weights reach the inference engine. Here the sampler uses the actor's weights in place."""
+
+    backend: str = "naive"  # no effect: no weights are copied
+    update_weights_bucket_megabytes: int = 2048  # no effect: no weights are copied
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # no effect: no weights are copied
+
+
+@dataclass
+class TraceConfig(BaseConfig):
+    """Rollout tracing (weave, mlflow)."""
+
+    backend: str | None = None  # weave | mlflow: rollout traces are not written (a value warns)
+    token2text: bool = False  # no effect: traces only
+    max_samples_per_step_per_worker: int | None = None  # no effect: traces only
+
+
+@dataclass
+class PrometheusConfig(BaseConfig):
+    """Prometheus metrics of the inference servers."""
+
+    enable: bool = False  # no inference servers run here (true warns)
+    port: int = 9090  # no effect: Prometheus only
+    file: str = "/tmp/ray/session_latest/metrics/prometheus/prometheus.yml"  # no effect: Prometheus only
+    served_model_name: str | None = None  # (derived) no effect: Prometheus only
 
 
 @dataclass
@@ -41,7 +111,9 @@ class RolloutConfig(BaseConfig):
     prompt_length: int = 64  # (derived; the prompt length comes from the batch)
     response_length: int = 32  # tokens sampled per response at most
     micro_batch_size: int | None = None  # prompts per generation call; null: all at once
-    log_prob_micro_batch_size_per_gpu: int = 128  # responses per forward in a log-prob pass
+    # responses per forward in a log-prob pass (null: only with log_prob_use_dynamic_bsz or the deprecated
+    # log_prob_micro_batch_size)
+    log_prob_micro_batch_size_per_gpu: int | None = 128
     log_prob_use_dynamic_bsz: bool = False  # token-budget micro-batches in log-prob passes
     log_prob_max_token_len_per_gpu: int = 16384  # tokens per log-prob micro-batch with log_prob_use_dynamic_bsz
     dtype: str = "fp32"  # fp32 | bf16: torch.autocast while sampling (the actor's fp32 weights)
@@ -69,3 +141,32 @@ class RolloutConfig(BaseConfig):
     calculate_log_probs: bool = False  # no effect: the sampler always returns rollout_log_probs
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # vLLM/SGLang engine arguments: no effect
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)  # multi-turn rollouts
+    cudagraph_capture_sizes: list[int] | None = None  # vLLM engine setting: no effect
+    data_parallel_size: int = 1  # inference-engine data parallelism: no effect
+    expert_parallel_size: int = 1  # inference-engine expert parallelism: no effect
+    pipeline_model_parallel_size: int = 1  # inference-engine pipeline parallelism: no effect
+    enable_prefix_caching: bool = True  # vLLM engine setting: no effect (share_prompt_prefill shares prompts here)
+    # vLLM's log-prob kind: no effect (rollout_log_probs are log-softmax of the temperature-scaled logits)
+    logprobs_mode: str | None = "processed_logprobs"
+    scheduling_policy: str | None = "fcfs"  # vLLM request scheduling: no effect
+    # sample more requests and drop the slowest: not implemented (> 0 is an error: the batch would differ)
+    over_sample_rate: float = 0.0
+    multi_stage_wake_up: bool = False  # SGLang memory setting: no effect
+    agent: AgentLoopConfig = field(default_factory=AgentLoopConfig)  # verl's agent loop (async rollouts)
+    # how weights reach the inference engine: no effect
+    checkpoint_engine: CheckpointEngineConfig = field(default_factory=CheckpointEngineConfig)
+    trace: TraceConfig = field(default_factory=TraceConfig)  # rollout tracing: not written
+    # load rollouts dumped in skip_dump_dir instead of sampling: not implemented (true warns; every step samples)
+    skip_rollout: bool = False
+    skip_dump_dir: str = "/tmp/rollout_dump"  # no effect (see skip_rollout)
+    skip_tokenizer_init: bool = True  # inference-engine setting: no effect
+    # MoE routing recorded while sampling, replayed in the update: not implemented (true is an error)
+    enable_rollout_routing_replay: bool = False
+    # (derived) profiling: not wired (enable follows the actor's; true warns)
+    profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)  # inference-server metrics
+    # weight quantization of the sampler (e.g. fp8): not implemented (a value warns; the sampler runs in dtype)
+    quantization: str | None = None
+    quantization_config_file: str | None = None  # no effect (see quantization)
+    mtp: MtpConfig = field(default_factory=MtpConfig)  # no effect: verl's copy of actor_rollout_ref.model.mtp
+    limit_images: int | None = None  # vLLM multimodal setting: no effect (text-only models)

@@ -41,7 +41,10 @@ class DataParallelPPOCritic:
         """Values (bs, R), zero outside the response mask."""
         was_training = self.critic_module.training
         self.critic_module.eval()
-        micro_bsz = data.meta_info.get("micro_batch_size", self.config.ppo_micro_batch_size_per_gpu)
+        cfg = self.config
+        micro_bsz = data.meta_info.get(
+            "micro_batch_size", cfg.forward_micro_batch_size_per_gpu or cfg.ppo_micro_batch_size_per_gpu
+        )
         keys = ["responses", "input_ids", "attention_mask", "position_ids", "response_mask"]
         values = []
         for micro in data.select(batch_keys=keys).split(micro_bsz):
