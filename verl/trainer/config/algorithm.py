@@ -49,7 +49,8 @@ class AlgoConfig(BaseConfig):
     """The RL algorithm of a PPO-family run. The dataclass defaults are verl's (``adv_estimator=gae``); the
     ``ppo_trainer`` job starts from GRPO (``verl.trainer.config.ppo_trainer``)."""
 
-    # gae | grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | opo | grpo_passk | gpg
+    # gae | grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | opo | grpo_passk | gpg | gdpo |
+    # grpo_vectorized | rloo_vectorized | optimal_token_baseline | tir_optimal_token_baseline (docs/ppo.md)
     adv_estimator: str = "gae"
     gamma: float = 1.0  # discount; used by gae and reinforce_plus_plus only
     lam: float = 1.0  # GAE lambda
@@ -60,6 +61,9 @@ class AlgoConfig(BaseConfig):
     kl_penalty: str = "kl"  # kl | abs | mse | low_var_kl
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)  # the reward-side KL coefficient
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)  # DAPO dynamic sampling
+    # gdpo: the reward function's fields normalised separately per group, then summed (reward extra keys)
+    gdpo_reward_keys: list[str] | None = None
+    gdpo_reward_weights: list[float] | None = None  # gdpo: a weight per key (null: all 1)
     use_pf_ppo: bool = False  # preference-feedback PPO reweighting: not implemented (true is an error)
     # pf_ppo's settings (reweight_method: pow | max_min | max_random, weight_pow): only with use_pf_ppo
     pf_ppo: dict[str, Any] = field(default_factory=dict)

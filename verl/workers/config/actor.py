@@ -54,12 +54,14 @@ class RouterReplayConfig(BaseConfig):
 class PolicyLossConfig(BaseConfig):
     """Which policy loss the actor minimises (``core_algos`` registry) and its own knobs."""
 
-    loss_mode: str = "vanilla"  # vanilla | gspo | gpg | clip_cov | kl_cov | cispo
+    # vanilla | gspo | gpg | clip_cov | kl_cov | cispo | geo_mean | sapo | dro | dppo_tv | dppo_kl (docs/ppo.md)
+    loss_mode: str = "vanilla"
     clip_cov_ratio: float = 0.0002  # clip_cov: share of tokens whose gradient is cut (highest covariance)
     clip_cov_lb: float = 1.0  # clip_cov: covariance lower bound of the cut tokens
     clip_cov_ub: float = 5.0  # clip_cov: covariance upper bound of the cut tokens
     kl_cov_ratio: float = 0.0002  # kl_cov: share of tokens given the KL penalty (highest covariance)
     ppo_kl_coef: float = 0.1  # kl_cov: weight of that penalty
+    dro_beta: float | None = None  # dro: weight of the quadratic log-ratio penalty (required with loss_mode=dro)
 
 
 @dataclass
@@ -88,7 +90,8 @@ class ActorConfig(BaseConfig):
     clip_ratio_low: float = 0.2  # ratio lower bound 1 - clip_ratio_low
     clip_ratio_high: float = 0.2  # DAPO clip-higher: 0.28
     clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
-    loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm
+    # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm (Dr. GRPO: / (G L))
+    loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0  # entropy bonus weight in the actor loss
     use_kl_loss: bool = False  # KL to the reference as a loss term (GRPO paper style)
     kl_loss_coef: float = 0.001  # weight of the KL loss term (use_kl_loss)
