@@ -390,4 +390,5 @@ class RayPPOTrainer:
 def _copy_prompts(prompts: DataProto) -> DataProto:
     """A shallow copy (new dicts, shared tensors) of a caller's prompt batch, so the step's in-place edits (uid,
     popped keys) never reach it."""
-    return DataProto(dict(prompts.batch or {}), dict(prompts.non_tensor_batch), dict(prompts.meta_info))
+    batch = None if prompts.batch is None else prompts.batch.copy()
+    return DataProto(batch, dict(prompts.non_tensor_batch), dict(prompts.meta_info))
