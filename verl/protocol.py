@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict
 
+import verl.protocol_ops as ops
 from verl.protocol_ops import (  # the helpers that do not need the class; the public ones re-exported (__all__)
     DataProtoFuture,
     collate_fn,
@@ -56,6 +57,7 @@ from verl.protocol_utils import (
     check_fields,
     deserialize_single_tensor,
     deserialize_tensordict,
+    index_batch,
     list_of_dict_to_dict_of_list,
     new_batch_like,
     pack_batch,
@@ -201,11 +203,9 @@ class DataProto:
     ) -> DataProto:
         """The inverse of `to_tensordict`: tensors -> ``batch``, ``NonTensorStack`` -> non-tensor object arrays,
         ``NonTensorData`` -> ``meta_info``."""
-        from verl.protocol_ops import dataproto_fields_from_tensordict
-
         if num_batch_dims != 1:
             raise DataProtoError(f"DataProto.from_tensordict: num_batch_dims={num_batch_dims}; only 1 is supported")
-        tensors, non_tensors, meta = dataproto_fields_from_tensordict(tensor_dict)
+        tensors, non_tensors, meta = ops.dataproto_fields_from_tensordict(tensor_dict)
         rows = tensor_dict.batch_size[0] if len(tensor_dict.batch_size) else None
         batch = tensordict_from_mapping(tensors, rows=rows if non_tensors or tensors else None)
         return cls(batch=batch, non_tensor_batch=non_tensors, meta_info={**(meta_info or {}), **meta})
@@ -213,9 +213,7 @@ class DataProto:
     def to_tensordict(self) -> TensorDict:
         """One TensorDict holding everything (verl's v2 batch form): tensors, each non-tensor column as a
         ``NonTensorStack`` and each meta_info entry as ``NonTensorData``."""
-        from verl.protocol_ops import dataproto_to_tensordict
-
-        return dataproto_to_tensordict(self)
+        return ops.dataproto_to_tensordict(self)
 
     def _new(
         self,
@@ -276,22 +274,16 @@ class DataProto:
         vars(self).update(state, batch=unpack_batch(state["batch"]))
 
     def __repr__(self) -> str:
-        from verl.protocol_ops import summary
-
-        return summary(self)
+        return ops.summary(self)
 
     def get_data_info(self) -> str:
         """Multi-line description (verl's layout): each tensor's shape/dtype/device, each non-tensor's shape/dtype,
         and each meta_info value's (nested) type."""
-        from verl.protocol_ops import data_info
-
-        return data_info(self)
+        return ops.data_info(self)
 
     def print_size(self, prefix: str = "") -> None:
         """Print the memory held by tensors and by non-tensor arrays (in GB), plus the summary."""
-        from verl.protocol_ops import size_report
-
-        msg = size_report(self)
+        msg = ops.size_report(self)
         print(f"{prefix}, {msg}" if prefix else msg)
 
     # ----------------------------------------------------------------------------------------------- persistence
@@ -310,9 +302,7 @@ class DataProto:
 
         Unpickling can run arbitrary code: only load files you trust.
         """
-        from verl.protocol_ops import read_pickle
-
-        data = read_pickle(filepath)
+        data = ops.read_pickle(filepath)
         if not isinstance(data, DataProto):
             raise TypeError(f"{filepath!s} does not contain a DataProto (got {type(data).__name__})")
         return data
@@ -331,7 +321,7 @@ class DataProto:
         Returns a new DataProto with copied rows.
         """
         pos = _index_array(idxs, len(self))
-        batch = None if self.batch is None else self.batch[torch.from_numpy(pos)]
+        batch = None if self.batch is None else index_batch(self.batch, torch.from_numpy(pos), len(pos))
         non_tensor = {k: v[pos] for k, v in self.non_tensor_batch.items()}
         return self._new(batch, non_tensor)
 
@@ -340,7 +330,7 @@ class DataProto:
         s = slice(start, end, step)
         if s.step is not None and s.step < 0:  # torch tensors cannot be sliced with a negative step
             return self.select_idxs(np.arange(len(self))[s])
-        batch = None if self.batch is None else self.batch[s]
+        batch = None if self.batch is None else index_batch(self.batch, s, len(range(*s.indices(len(self)))))
         non_tensor = {k: v[s] for k, v in self.non_tensor_batch.items()}
         return self._new(batch, non_tensor)
 
@@ -472,9 +462,7 @@ class DataProto:
         (`merge_meta_info`): each part's keys, a key in several parts must be equal (`DataProtoError` naming it
         otherwise), and ``meta_info["metrics"]`` collects every part's metrics into one dict of lists.
         """
-        from verl.protocol_ops import concat_dataprotos
-
-        return concat_dataprotos(data)
+        return ops.concat_dataprotos(data)
 
     def is_padding_enabled(self) -> bool:
         """Whether `chunk` may cut uneven pieces: this DataProto opted in (``from_dict(auto_padding=True)``) or
@@ -538,9 +526,7 @@ class DataProto:
     def sample_level_repeat(self, repeat_times: Sequence[int] | np.ndarray | torch.Tensor) -> DataProto:
         """Repeat row ``i`` ``repeat_times[i]`` times, copies adjacent (``[a, b], [2, 1] -> [a, a, b]``); a count
         of 0 drops the row."""
-        from verl.protocol_ops import repeat_counts
-
-        counts = repeat_counts(repeat_times, len(self))
+        counts = ops.repeat_counts(repeat_times, len(self))
         total = int(counts.sum())
         batch = None
         if self.batch is not None:
@@ -556,14 +542,12 @@ class DataProto:
         ``i`` -> rows ``i*n_split ... i*n_split + n_split - 1``); every other column is repeated to match. Keeps
         grouped values (e.g. a prompt's n responses) together through a shuffle. A 1-D object column of equal-length
         sequences counts as 2-D."""
-        from verl.protocol_ops import unfold_column
-
         keys = set(split_keys or [])
         batch = None
         if self.batch is not None:
-            tensors = {k: unfold_column(k, v, n_split, k in keys) for k, v in self.batch.items()}
+            tensors = {k: ops.unfold_column(k, v, n_split, k in keys) for k, v in self.batch.items()}
             batch = new_batch_like(tensors, len(self) * n_split, self.batch)
-        non_tensor = {k: unfold_column(k, v, n_split, k in keys) for k, v in self.non_tensor_batch.items()}
+        non_tensor = {k: ops.unfold_column(k, v, n_split, k in keys) for k, v in self.non_tensor_batch.items()}
         return self._new(batch, non_tensor)
 
     def padding(self, padding_size: int, padding_candidate: str = "") -> None:
@@ -583,7 +567,7 @@ class DataProto:
         if pos.shape[0] != n or not np.array_equal(np.sort(pos), np.arange(n)):
             raise DataProtoError(f"DataProto.reorder: indices must be a permutation of range({n})")
         if self.batch is not None:
-            self.batch = self.batch[torch.from_numpy(pos)]
+            self.batch = index_batch(self.batch, torch.from_numpy(pos), n)
         self.non_tensor_batch = {k: v[pos] for k, v in self.non_tensor_batch.items()}
 
     def make_iterator(
@@ -592,6 +576,4 @@ class DataProto:
         """Mini-batches of ``mini_batch_size`` rows for ``epochs`` passes, drawn by a ``torch.utils.data.DataLoader``
         (``dataloader_kwargs``, e.g. ``{"shuffle": True}``; ``seed`` fixes its generator). Each mini-batch carries
         this DataProto's meta_info. The same sampler as verl's, so a seed gives the same rows."""
-        from verl.protocol_ops import make_iterator
-
-        return make_iterator(self, mini_batch_size, epochs, seed, dataloader_kwargs)
+        return ops.make_iterator(self, mini_batch_size, epochs, seed, dataloader_kwargs)
