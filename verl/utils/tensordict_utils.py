@@ -332,7 +332,11 @@ def pad_to_divisor(data: TensorDict, size_divisor: int) -> tuple[TensorDict, int
 
 def unpad(data: TensorDict, pad_size: int) -> TensorDict:
     """Drop the last ``pad_size`` rows (those `pad_to_divisor` added)."""
-    return data[: len(data) - pad_size] if pad_size else data
+    if not pad_size:
+        return data
+    if any(_is_nested(data.get(k)) for k in data.keys()):  # some torch versions cannot slice jagged tensors
+        return index_select_tensor_dict(data, torch.arange(len(data) - pad_size))
+    return data[: len(data) - pad_size]
 
 
 def make_iterator(
