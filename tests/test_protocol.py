@@ -1,12 +1,21 @@
-"""Tests for verl.protocol.DataProto and the padding helpers."""
+"""Tests for verl.protocol.DataProto (a TensorDict batch, verl's methods) and the padding helpers."""
 
 import pickle
 
 import numpy as np
 import pytest
 import torch
+from tensordict import TensorDict
 
-from verl.protocol import DataProto, DataProtoItem, pad_dataproto_to_divisor, to_object_array, unpad_dataproto
+from verl.protocol import (
+    DataProto,
+    DataProtoConfig,
+    DataProtoError,
+    DataProtoItem,
+    pad_dataproto_to_divisor,
+    to_object_array,
+    unpad_dataproto,
+)
 
 
 def make(n: int = 4, meta: dict | None = None) -> DataProto:
@@ -61,7 +70,7 @@ def test_from_single_dict_splits_types():
         {"x": torch.ones(2, 3), "arr": np.array(["p", "q"], dtype=object), "lst": [{"k": 1}, {"k": 2}]},
         meta_info={"step": 7},
     )
-    assert list(d.batch) == ["x"]
+    assert list(d.batch.keys()) == ["x"]
     assert set(d.non_tensor_batch) == {"arr", "lst"}
     assert d.non_tensor_batch["lst"].shape == (2,)
     assert d.meta_info == {"step": 7}
@@ -172,10 +181,10 @@ def test_indexing_without_tensors():
 def test_select():
     d = make(3, meta={"a": 1, "b": 2})
     s = d.select(batch_keys=["obs"], non_tensor_batch_keys=["uid"], meta_info_keys=["a"])
-    assert list(s.batch) == ["obs"]
+    assert list(s.batch.keys()) == ["obs"]
     assert list(s.non_tensor_batch) == ["uid"]
     assert s.meta_info == {"a": 1}
-    assert set(d.batch) == {"obs", "act"}  # original untouched
+    assert set(d.batch.keys()) == {"obs", "act"}  # original untouched
     assert s.batch["obs"] is d.batch["obs"]  # shared without deepcopy
     deep = d.select(batch_keys=["obs"], deepcopy=True)
     deep.batch["obs"][0, 0] = 99
@@ -188,8 +197,8 @@ def test_select():
 def test_pop_removes_from_self():
     d = make(3, meta={"a": 1, "b": 2})
     p = d.pop(batch_keys=["act"], non_tensor_batch_keys=["info"], meta_info_keys=["b"])
-    assert list(p.batch) == ["act"] and list(p.non_tensor_batch) == ["info"] and p.meta_info == {"b": 2}
-    assert list(d.batch) == ["obs"] and list(d.non_tensor_batch) == ["uid"] and d.meta_info == {"a": 1}
+    assert list(p.batch.keys()) == ["act"] and list(p.non_tensor_batch) == ["info"] and p.meta_info == {"b": 2}
+    assert list(d.batch.keys()) == ["obs"] and list(d.non_tensor_batch) == ["uid"] and d.meta_info == {"a": 1}
     assert len(p) == len(d) == 3
     # popping all tensors leaves length defined by non-tensors
     d.pop(batch_keys=["obs"])
@@ -206,7 +215,7 @@ def test_rename():
     assert d.rename("obs", "observation") is d
     assert "observation" in d.batch and "obs" not in d.batch
     d.rename(["act", "uid"], ["action", "id"])
-    assert set(d.batch) == {"observation", "action"}
+    assert set(d.batch.keys()) == {"observation", "action"}
     assert set(d.non_tensor_batch) == {"id", "info"}
     with pytest.raises(ValueError, match="already exists"):
         d.rename("action", "observation")
@@ -226,7 +235,7 @@ def test_union_success_and_meta_merge():
     )
     out = a.union(b)
     assert out is a  # in place, like verl
-    assert set(a.batch) == {"obs", "act", "reward"}
+    assert set(a.batch.keys()) == {"obs", "act", "reward"}
     assert set(a.non_tensor_batch) == {"uid", "info", "extra"}
     assert a.meta_info == {"t": 1.0, "step": 5}
     assert rows(a) == [0, 1, 2]
@@ -279,10 +288,10 @@ def test_union_equal_values_with_nan_and_objects():
 def test_concat():
     d = make(5)
     parts = [d[:2], d[2:3], d[3:]]
-    parts[1].meta_info["ignored"] = True
+    parts[1].meta_info["extra"] = True
     out = DataProto.concat(parts)
     assert len(out) == 5 and rows(out) == [0, 1, 2, 3, 4]
-    assert out.meta_info == {"temperature": 1.0}  # from the first part
+    assert out.meta_info == {"temperature": 1.0, "extra": True}  # every part's keys (verl's rule)
     assert out.non_tensor_batch["info"].dtype == object and out.non_tensor_batch["info"].shape == (5,)
 
 
@@ -412,3 +421,152 @@ def test_pad_empty_is_noop():
     d = DataProto()
     padded, pad = pad_dataproto_to_divisor(d, 4)
     assert pad == 0 and padded is d
+
+
+# ------------------------------------------------------------------------------------------ TensorDict batch
+
+
+def test_batch_is_a_tensordict_and_dicts_convert():
+    d = make(3)
+    assert isinstance(d.batch, TensorDict) and d.batch.batch_size == torch.Size([3])
+    direct = DataProto(batch={"x": torch.zeros(3, 2)})
+    assert isinstance(direct.batch, TensorDict) and len(direct) == 3
+    direct.batch = {"y": torch.ones(3)}  # assignment converts too
+    assert isinstance(direct.batch, TensorDict) and list(direct.batch.keys()) == ["y"]
+    x = torch.arange(3)
+    assert DataProto(batch={"x": x}).batch["x"] is x  # stored, not copied
+
+
+def test_assigned_batch_must_fit_the_non_tensors():
+    d = make(3)
+    with pytest.raises(ValueError, match=r"'uid'.*3.*4"):
+        d.batch = {"x": torch.zeros(4)}
+    with pytest.raises(ValueError, match=r"'b'.*2.*'a'.*3"):
+        d.batch = {"a": torch.zeros(3), "b": torch.zeros(2)}
+
+
+def test_empty_dict_batch_takes_the_non_tensor_length():
+    d = DataProto(batch={}, non_tensor_batch={"s": ["a", "b"]})
+    assert isinstance(d.batch, TensorDict) and d.batch.batch_size == torch.Size([2]) and len(d) == 2
+    d.batch["x"] = torch.ones(2)  # keys can be added as to a dict
+    assert DataProto(batch={}).batch is None
+
+
+def test_tensordict_batch_needs_one_batch_dim():
+    with pytest.raises(AssertionError, match="exactly one batch dim"):
+        DataProto(batch=TensorDict({"x": torch.zeros(2, 3)}, batch_size=[2, 3]))
+    with pytest.raises(ValueError, match="num_batch_dims=2"):
+        DataProto.from_dict({"x": torch.zeros(2, 3)}, num_batch_dims=2)
+
+
+def test_errors_are_value_and_assertion_errors():
+    """verl asserts where we raise DataProtoError: code ported from verl catches AssertionError."""
+    assert issubclass(DataProtoError, ValueError) and issubclass(DataProtoError, AssertionError)
+    with pytest.raises(AssertionError, match="not divisible"):
+        make(5).chunk(2)
+
+
+def test_row_of_batch_is_zero_dim_tensordict():
+    item = make(3)[1]
+    assert isinstance(item.batch, TensorDict) and item.batch.batch_size == torch.Size([])
+    assert item.batch["obs"].tolist() == [1, 1]
+
+
+def test_index_results_have_int_batch_sizes():
+    d = make(4)
+    for idx in (np.array([True, False, True, False]), [0, 2], torch.tensor([0, 2]), slice(0, 2)):
+        sel = d[idx]
+        assert isinstance(sel.batch.batch_size, torch.Size) and all(type(s) is int for s in sel.batch.batch_size)
+
+
+# ----------------------------------------------------------------------------------------- concat meta_info
+
+
+def test_concat_merges_metrics_of_every_part():
+    parts = [make(2, meta={"metrics": m, "flag": True}) for m in ([{"loss": 0.5}], {"loss": 0.6}, None)]
+    parts.insert(0, make(2, meta={"flag": True}))  # the first part has no metrics: the others' are kept
+    out = DataProto.concat(parts)
+    assert out.meta_info == {"flag": True, "metrics": {"loss": [0.5, 0.6]}}
+
+
+def test_concat_metrics_with_different_names():
+    a = make(1, meta={"metrics": {"loss": 1.0}})
+    b = make(1, meta={"metrics": {"loss": 2.0, "acc": 0.5}})
+    assert DataProto.concat([a, b]).meta_info["metrics"] == {"loss": [1.0, 2.0], "acc": [0.5]}
+
+
+def test_concat_conflicting_meta_info_names_the_key():
+    with pytest.raises(AssertionError, match="Conflicting values for meta_info key 'temperature'"):
+        DataProto.concat([make(2, meta={"temperature": 1.0}), make(2, meta={"temperature": 0.5})])
+    equal = DataProto.concat([make(2, meta={"v": float("nan")}), make(2, meta={"v": float("nan")})])
+    assert len(equal) == 4  # NaN == NaN, as in union
+
+
+def test_concat_without_tensors():
+    parts = [DataProto.from_dict(non_tensors={"s": ["a"]}), DataProto.from_dict(non_tensors={"s": ["b"]})]
+    out = DataProto.concat(parts)
+    assert out.batch is None and out.non_tensor_batch["s"].tolist() == ["a", "b"]
+
+
+# -------------------------------------------------------------------------------------- verl's row methods
+
+
+def test_chunk_uneven_with_auto_padding():
+    d = DataProto.from_dict({"x": torch.arange(7)}, auto_padding=True)
+    assert d.is_padding_enabled()
+    assert [p.batch["x"].tolist() for p in d.chunk(3)] == [[0, 1, 2], [3, 4], [5, 6]]
+    assert len(DataProto.concat(d.chunk(3))) == 7
+
+
+def test_auto_padding_switches(monkeypatch):
+    d = make(5)
+    assert not d.is_padding_enabled()
+    monkeypatch.setenv("VERL_AUTO_PADDING", "1")
+    assert d.is_padding_enabled() and len(d.chunk(2)) == 2
+    monkeypatch.delenv("VERL_AUTO_PADDING")
+    DataProtoConfig.auto_padding = True
+    try:
+        assert d.is_padding_enabled()
+    finally:
+        DataProtoConfig.auto_padding = False
+    with pytest.raises(TypeError):
+        DataProtoConfig.auto_padding = "yes"
+
+
+def test_padding_repeats_first_or_last_row_in_place():
+    d = make(3)
+    d.padding(2)
+    assert rows(d) == [0, 1, 2, 2, 2]
+    e = make(3)
+    e.padding(1, padding_candidate="first")
+    assert rows(e) == [0, 1, 2, 0]
+    e.padding(0)
+    assert len(e) == 4
+
+
+def test_sample_level_repeat():
+    d = make(3)
+    assert rows(d.sample_level_repeat([3, 1, 2])) == [0, 0, 0, 1, 2, 2]
+    assert rows(d.sample_level_repeat(torch.tensor([0, 2, 1]))) == [1, 1, 2]
+    assert rows(d.sample_level_repeat(np.array([1, 1, 1]))) == [0, 1, 2]
+    assert d.sample_level_repeat((1, 0, 0)).meta_info == d.meta_info
+    with pytest.raises(ValueError, match="one count per row"):
+        d.sample_level_repeat([1, 2])
+    with pytest.raises(ValueError, match="non-negative"):
+        d.sample_level_repeat([1, -1, 1])
+
+
+def test_unfold_column_chunks():
+    d = DataProto.from_dict(
+        {"pair": torch.tensor([[1, 2], [3, 4]]), "id": torch.tensor([10, 20])},
+        non_tensors={"labels": [["a1", "a2"], ["b1", "b2"]], "uid": ["a", "b"]},
+        meta_info={"k": 1},
+    )
+    out = d.unfold_column_chunks(2, split_keys=["pair", "labels"])
+    assert out.batch["pair"].tolist() == [[1], [2], [3], [4]]
+    assert out.batch["id"].tolist() == [10, 10, 20, 20]
+    assert out.non_tensor_batch["labels"].tolist() == [["a1"], ["a2"], ["b1"], ["b2"]]
+    assert out.non_tensor_batch["uid"].tolist() == ["a", "a", "b", "b"]
+    assert out.meta_info == {"k": 1}
+    with pytest.raises(ValueError, match="'pair'.*n_split=3"):
+        d.unfold_column_chunks(3, split_keys=["pair"])

@@ -1,13 +1,14 @@
-"""`DataProto`: the single batch type exchanged between every stage of the trainer.
+"""`DataProto`: the single batch type exchanged between every stage of the trainer, as public verl has it.
 
 A `DataProto` holds three things:
 
-* ``batch``: ``dict[str, torch.Tensor]`` (or ``None``) -- per-sample tensors; every tensor's dim 0 is the
-  sample dimension.
+* ``batch``: a ``tensordict.TensorDict`` with one batch dimension (or ``None``) -- per-sample tensors; every
+  tensor's dim 0 is the sample dimension. A plain ``dict`` of tensors given as ``batch`` (on construction or by
+  assignment) is turned into one, so ``DataProto(batch={"x": t})`` keeps working.
 * ``non_tensor_batch``: ``dict[str, np.ndarray]`` -- per-sample Python objects (strings, dicts, ragged lists)
   kept in numpy arrays, usually ``dtype=object``; dim 0 is again the sample dimension.
 * ``meta_info``: ``dict`` -- batch-level information (temperature, global step, metrics...) that is not indexed
-  per sample and is carried along unchanged by row operations.
+  per sample and is carried along by row operations.
 
 Every tensor and every non-tensor array must agree on dim 0; that size is ``len(data)``. The invariant is
 checked on construction (`DataProto.check_consistency`) so a mismatch fails where it is created, naming the key.
@@ -15,87 +16,118 @@ checked on construction (`DataProto.check_consistency`) so a mismatch fails wher
 Row operations (indexing, `slice`, `chunk`, `split`, `repeat`, `concat`, ...) apply to tensors and non-tensors
 together, so per-sample data never goes out of step. Derived objects get a shallow copy of ``meta_info`` (the
 dict is new, its values are shared). Basic slices are views of the parent's tensors, as with torch; index
-lists / masks copy.
+lists / masks copy. Where verl asserts, the errors here are `DataProtoError` (a ``ValueError`` and an
+``AssertionError``) naming the key and the fix.
 
-The object is plain-picklable (it will cross Ray process boundaries); pickling compacts tensors that are
-views of a larger storage so a small slice does not ship its parent's whole buffer.
-
-The public names mirror volcengine/verl's ``verl/protocol.py`` so user code ports over, but the storage is a
-plain dict rather than a TensorDict.
+The object is plain-picklable (it crosses Ray process boundaries); pickling compacts tensors that are views of a
+larger storage so a small slice does not ship its parent's whole buffer. The TensorDict conversions, iteration
+helpers and `DataProtoFuture` live in `verl.protocol_ops` and are importable from here.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import pickle
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
+from tensordict import TensorDict
 
-from verl.protocol_utils import (  # the helpers that do not need the class; public ones re-exported below
+import verl.protocol_ops as ops
+from verl.protocol_ops import (  # the helpers that do not need the class; the public ones re-exported (__all__)
+    DataProtoFuture,
+    collate_fn,
+    fold_batch_dim,
+    pad_dataproto_to_divisor,
+    unfold_batch_dim,
+    unpad_dataproto,
+)
+from verl.protocol_utils import (
+    DataProtoConfig,
+    DataProtoError,
     IndexLike,
     _as_non_tensor,
-    _compact,
     _deep_equal,
     _index_array,
     _merge_dicts,  # noqa: F401 (kept importable from verl.protocol)
-    _tensor_equal,
+    check_fields,
+    deserialize_single_tensor,
+    deserialize_tensordict,
+    index_batch,
     list_of_dict_to_dict_of_list,
+    new_batch_like,
+    pack_batch,
+    serialize_single_tensor,
+    serialize_tensordict,
+    split_sizes,
+    tensordict_from_mapping,
     to_object_array,
     union_numpy_dict,
     union_tensor_dict,
+    unpack_batch,
 )
 
 __all__ = [
     "DataProto",
+    "DataProtoConfig",
+    "DataProtoError",
+    "DataProtoFuture",
     "DataProtoItem",
-    "pad_dataproto_to_divisor",
-    "unpad_dataproto",
-    "union_tensor_dict",
-    "union_numpy_dict",
+    "collate_fn",
+    "deserialize_single_tensor",
+    "deserialize_tensordict",
+    "fold_batch_dim",
     "list_of_dict_to_dict_of_list",
+    "pad_dataproto_to_divisor",
+    "serialize_single_tensor",
+    "serialize_tensordict",
     "to_object_array",
+    "unfold_batch_dim",
+    "union_numpy_dict",
+    "union_tensor_dict",
+    "unpad_dataproto",
 ]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# DataProtoItem
-# ---------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(eq=False)
 class DataProtoItem:
-    """One row of a `DataProto` (what ``data[i]`` returns): each tensor / array indexed at ``i``."""
+    """One row of a `DataProto` (what ``data[i]`` returns): the batch's row (a 0-dim TensorDict) and each
+    non-tensor array's element ``i``."""
 
-    batch: dict[str, torch.Tensor] | None = None
+    batch: TensorDict | None = None
     non_tensor_batch: dict[str, Any] = field(default_factory=dict)
     meta_info: dict = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# DataProto
-# ---------------------------------------------------------------------------------------------------------------
-
-
 @dataclass(eq=False, repr=False)
 class DataProto:
-    """A batch of samples: per-sample tensors, per-sample non-tensors, and batch-level meta_info.
+    """A batch of samples: per-sample tensors (a TensorDict), per-sample non-tensors, and batch-level meta_info.
 
     See the module docstring for the invariants. Construct with `DataProto.from_dict` /
     `DataProto.from_single_dict` (which convert lists), or directly with the three fields.
     """
 
-    batch: dict[str, torch.Tensor] | None = None
+    batch: TensorDict | None = None
     non_tensor_batch: dict[str, np.ndarray] = field(default_factory=dict)
     meta_info: dict = field(default_factory=dict)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a dict given as the batch becomes a TensorDict; during __init__ that waits for __post_init__, which knows
+        # the non-tensors' length (the rows of a batch without tensors)
+        if name != "batch" or "meta_info" not in vars(self):
+            object.__setattr__(self, name, value)
+            return
+        nt = self.non_tensor_batch
+        if value is not None and not isinstance(value, TensorDict):
+            value = tensordict_from_mapping(value, rows=next(iter(nt.values())).shape[0] if nt else None)
+        check_fields(value, nt, self.meta_info)  # a new batch must fit the non-tensors
+        object.__setattr__(self, name, value)
+
     def __post_init__(self) -> None:
-        if self.batch is not None and not isinstance(self.batch, dict):
-            if not isinstance(self.batch, Mapping):
-                raise TypeError(f"DataProto.batch must be a dict of tensors or None, got {type(self.batch).__name__}")
-            self.batch = dict(self.batch)
         if self.non_tensor_batch is None:
             self.non_tensor_batch = {}
         elif not isinstance(self.non_tensor_batch, Mapping):
@@ -105,44 +137,16 @@ class DataProto:
         self.non_tensor_batch = {k: _as_non_tensor(k, v) for k, v in self.non_tensor_batch.items()}
         if self.meta_info is None:
             self.meta_info = {}
-        self.check_consistency()
+        self.batch = self.batch  # converts a dict and checks the fields (see __setattr__)
 
     # ----------------------------------------------------------------------------------------------- validation
 
     def check_consistency(self) -> None:
-        """Raise if the fields break the invariants (types, and one shared dim-0 size).
+        """Raise if the fields break the invariants (types, one batch dim, one shared dim-0 size).
 
         Public so callers can re-check after mutating the dicts by hand.
         """
-        if not isinstance(self.meta_info, dict):
-            raise TypeError(f"DataProto.meta_info must be a dict, got {type(self.meta_info).__name__}")
-        ref_key: str | None = None
-        ref_size = 0
-        for key, val in (self.batch or {}).items():
-            if not isinstance(val, torch.Tensor):
-                raise TypeError(f"DataProto.batch[{key!r}] must be a torch.Tensor, got {type(val).__name__}")
-            if val.dim() == 0:
-                raise ValueError(f"DataProto.batch[{key!r}] is a 0-d tensor; per-sample data needs a batch dim 0")
-            if ref_key is None:
-                ref_key, ref_size = key, val.shape[0]
-            elif val.shape[0] != ref_size:
-                raise ValueError(
-                    f"DataProto: tensor {key!r} has size {val.shape[0]} in dim 0, "
-                    f"but tensor {ref_key!r} has size {ref_size}"
-                )
-        for key, val in self.non_tensor_batch.items():
-            if not isinstance(val, np.ndarray):
-                raise TypeError(
-                    f"DataProto.non_tensor_batch[{key!r}] must be a numpy array (dtype=object), got {type(val).__name__}"
-                )
-            if val.ndim == 0:
-                raise ValueError(f"DataProto.non_tensor_batch[{key!r}] is a 0-d array; it needs a batch dim 0")
-            if ref_key is None:
-                ref_key, ref_size = key, val.shape[0]
-            elif val.shape[0] != ref_size:
-                raise ValueError(
-                    f"DataProto: non-tensor {key!r} has length {val.shape[0]}, but {ref_key!r} has size {ref_size}"
-                )
+        check_fields(self.batch, self.non_tensor_batch, self.meta_info)
 
     # --------------------------------------------------------------------------------------------- construction
 
@@ -152,24 +156,32 @@ class DataProto:
         tensors: Mapping[str, torch.Tensor] | None = None,
         non_tensors: Mapping[str, np.ndarray | Sequence[Any]] | None = None,
         meta_info: dict | None = None,
+        num_batch_dims: int = 1,
+        auto_padding: bool = False,
     ) -> DataProto:
         """Build from a dict of tensors plus optional non-tensors and meta_info.
 
         Non-tensor lists become 1-D object arrays (a list of N dicts/lists stays length N). ``batch`` is ``None``
         when no tensors are given. The input dicts are copied, so later `pop`/`rename` do not touch them.
+        ``num_batch_dims`` must be 1 (verl's parameter; a DataProto has one batch dim). ``auto_padding=True`` lets
+        this DataProto `chunk` unevenly (see `DataProtoConfig`).
         """
-        batch = None
-        if tensors:
-            batch = {}
-            for key, val in tensors.items():
-                if not isinstance(val, torch.Tensor):
-                    raise TypeError(f"DataProto.from_dict: tensors[{key!r}] is {type(val).__name__}, not a Tensor")
-                batch[key] = val
+        if num_batch_dims != 1:
+            raise DataProtoError(
+                f"DataProto.from_dict: num_batch_dims={num_batch_dims}, but a DataProto has exactly one batch dim; "
+                "pass num_batch_dims=1 (fold rows into groups with fold_batch_dim instead)"
+            )
+        batch = tensordict_from_mapping(tensors or {}, rows=None, where="DataProto.from_dict")
         non_tensor_batch = {k: _as_non_tensor(k, v) for k, v in (non_tensors or {}).items()}
-        return cls(batch=batch, non_tensor_batch=non_tensor_batch, meta_info=dict(meta_info or {}))
+        meta = dict(meta_info or {})
+        if auto_padding:
+            meta[DataProtoConfig.auto_padding_key] = True
+        return cls(batch=batch, non_tensor_batch=non_tensor_batch, meta_info=meta)
 
     @classmethod
-    def from_single_dict(cls, data: Mapping[str, Any], meta_info: dict | None = None) -> DataProto:
+    def from_single_dict(
+        cls, data: Mapping[str, Any], meta_info: dict | None = None, auto_padding: bool = False
+    ) -> DataProto:
         """Build from one mixed dict: tensors go to ``batch``; numpy arrays and lists to ``non_tensor_batch``."""
         tensors: dict[str, torch.Tensor] = {}
         non_tensors: dict[str, Any] = {}
@@ -183,11 +195,29 @@ class DataProto:
                     f"DataProto.from_single_dict: value {key!r} has unsupported type {type(val).__name__} "
                     "(expected torch.Tensor, numpy array or list)"
                 )
-        return cls.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info=meta_info)
+        return cls.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info=meta_info, auto_padding=auto_padding)
+
+    @classmethod
+    def from_tensordict(
+        cls, tensor_dict: TensorDict, meta_info: dict | None = None, num_batch_dims: int = 1
+    ) -> DataProto:
+        """The inverse of `to_tensordict`: tensors -> ``batch``, ``NonTensorStack`` -> non-tensor object arrays,
+        ``NonTensorData`` -> ``meta_info``."""
+        if num_batch_dims != 1:
+            raise DataProtoError(f"DataProto.from_tensordict: num_batch_dims={num_batch_dims}; only 1 is supported")
+        tensors, non_tensors, meta = ops.dataproto_fields_from_tensordict(tensor_dict)
+        rows = tensor_dict.batch_size[0] if len(tensor_dict.batch_size) else None
+        batch = tensordict_from_mapping(tensors, rows=rows if non_tensors or tensors else None)
+        return cls(batch=batch, non_tensor_batch=non_tensors, meta_info={**(meta_info or {}), **meta})
+
+    def to_tensordict(self) -> TensorDict:
+        """One TensorDict holding everything (verl's v2 batch form): tensors, each non-tensor column as a
+        ``NonTensorStack`` and each meta_info entry as ``NonTensorData``."""
+        return ops.dataproto_to_tensordict(self)
 
     def _new(
         self,
-        batch: dict[str, torch.Tensor] | None,
+        batch: TensorDict | None,
         non_tensor_batch: dict[str, np.ndarray],
         meta_info: dict | None = None,
     ) -> DataProto:
@@ -201,9 +231,9 @@ class DataProto:
     # ------------------------------------------------------------------------------------------- basic protocol
 
     def __len__(self) -> int:
-        """Number of samples: dim 0 of any tensor, else of any non-tensor array, else 0."""
-        if self.batch:
-            return next(iter(self.batch.values())).shape[0]
+        """Number of samples: the batch's size, else dim 0 of any non-tensor array, else 0."""
+        if self.batch is not None:
+            return self.batch.batch_size[0]
         if self.non_tensor_batch:
             return next(iter(self.non_tensor_batch.values())).shape[0]
         return 0
@@ -217,7 +247,7 @@ class DataProto:
             i = int(item)
             if not -n <= i < n:
                 raise IndexError(f"DataProto index {i} is out of range for length {n}")
-            row_batch = None if self.batch is None else {k: v[i] for k, v in self.batch.items()}
+            row_batch = None if self.batch is None else self.batch[i]
             row_non_tensor = {k: v[i] for k, v in self.non_tensor_batch.items()}
             return DataProtoItem(batch=row_batch, non_tensor_batch=row_non_tensor, meta_info=self.meta_info)
         if isinstance(item, torch.Tensor) and item.dim() == 0 and item.dtype == torch.bool:
@@ -238,64 +268,41 @@ class DataProto:
             yield self[i]  # type: ignore[misc]
 
     def __getstate__(self) -> dict:
-        # Tensors that are views into a bigger buffer (e.g. after slicing/chunking) would pickle the whole
-        # buffer; ship compact copies instead.
-        batch = None if self.batch is None else {k: _compact(v) for k, v in self.batch.items()}
-        return {"batch": batch, "non_tensor_batch": self.non_tensor_batch, "meta_info": self.meta_info}
+        return {"batch": pack_batch(self.batch), "non_tensor_batch": self.non_tensor_batch, "meta_info": self.meta_info}
 
     def __setstate__(self, state: dict) -> None:
-        self.batch = state["batch"]
-        self.non_tensor_batch = state["non_tensor_batch"]
-        self.meta_info = state["meta_info"]
-
-    def _summary(self) -> str:
-        parts = []
-        if self.batch is not None:
-            items = ", ".join(
-                f"{k}: {tuple(v.shape)} {str(v.dtype).removeprefix('torch.')} {v.device}" for k, v in self.batch.items()
-            )
-            parts.append(f"batch={{{items}}}")
-        else:
-            parts.append("batch=None")
-        items = ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self.non_tensor_batch.items())
-        parts.append(f"non_tensor_batch={{{items}}}")
-        parts.append(f"meta_info_keys={list(self.meta_info)}")
-        return f"{type(self).__name__}(len={len(self)}, " + ", ".join(parts) + ")"
+        vars(self).update(state, batch=unpack_batch(state["batch"]))
 
     def __repr__(self) -> str:
-        return self._summary()
+        return ops.summary(self)
 
     def get_data_info(self) -> str:
-        """Short human-readable description: length, keys, shapes, dtypes (for logs and error messages)."""
-        return self._summary()
+        """Multi-line description (verl's layout): each tensor's shape/dtype/device, each non-tensor's shape/dtype,
+        and each meta_info value's (nested) type."""
+        return ops.data_info(self)
 
     def print_size(self, prefix: str = "") -> None:
         """Print the memory held by tensors and by non-tensor arrays (in GB), plus the summary."""
-        tensor_bytes = sum(v.element_size() * v.numel() for v in (self.batch or {}).values())
-        array_bytes = sum(v.nbytes for v in self.non_tensor_batch.values())
-        msg = (
-            f"Size of tensors: {tensor_bytes / 1024**3:.6f} GB, size of non_tensor_batch: "
-            f"{array_bytes / 1024**3:.6f} GB; {self._summary()}"
-        )
+        msg = ops.size_report(self)
         print(f"{prefix}, {msg}" if prefix else msg)
 
     # ----------------------------------------------------------------------------------------------- persistence
 
-    def save_to_disk(self, filepath: str | Any) -> None:
-        """Write to ``filepath`` with ``torch.save``.
+    def save_to_disk(self, filepath: str | os.PathLike) -> None:
+        """Write to ``filepath`` with pickle (as verl does, so either can read the other's files).
 
-        The format is pickle: only load files you trust (see `load_from_disk`).
+        Only load files you trust (see `load_from_disk`).
         """
-        torch.save(self, filepath)
+        with open(filepath, "wb") as f:
+            pickle.dump(self, f)
 
     @staticmethod
-    def load_from_disk(filepath: str | Any) -> DataProto:
-        """Read a file written by `save_to_disk`.
+    def load_from_disk(filepath: str | os.PathLike) -> DataProto:
+        """Read a file written by `save_to_disk` (or by ``torch.save``, as older versions of this package did).
 
-        Uses ``torch.load(weights_only=False)``, i.e. full pickle: loading can run arbitrary code, so only
-        load files you trust.
+        Unpickling can run arbitrary code: only load files you trust.
         """
-        data = torch.load(filepath, weights_only=False)
+        data = ops.read_pickle(filepath)
         if not isinstance(data, DataProto):
             raise TypeError(f"{filepath!s} does not contain a DataProto (got {type(data).__name__})")
         return data
@@ -305,7 +312,7 @@ class DataProto:
     def to(self, device: str | torch.device) -> DataProto:
         """Move all tensors to ``device`` (in place); returns self for chaining."""
         if self.batch is not None:
-            self.batch = {k: v.to(device) for k, v in self.batch.items()}
+            self.batch = self.batch.to(device)
         return self
 
     def select_idxs(self, idxs: IndexLike) -> DataProto:
@@ -314,11 +321,7 @@ class DataProto:
         Returns a new DataProto with copied rows.
         """
         pos = _index_array(idxs, len(self))
-        batch = None
-        if self.batch is not None:
-            batch = {}
-            for k, v in self.batch.items():
-                batch[k] = v[torch.from_numpy(pos).to(v.device)]
+        batch = None if self.batch is None else index_batch(self.batch, torch.from_numpy(pos), len(pos))
         non_tensor = {k: v[pos] for k, v in self.non_tensor_batch.items()}
         return self._new(batch, non_tensor)
 
@@ -327,7 +330,7 @@ class DataProto:
         s = slice(start, end, step)
         if s.step is not None and s.step < 0:  # torch tensors cannot be sliced with a negative step
             return self.select_idxs(np.arange(len(self))[s])
-        batch = None if self.batch is None else {k: v[s] for k, v in self.batch.items()}
+        batch = None if self.batch is None else index_batch(self.batch, s, len(range(*s.indices(len(self)))))
         non_tensor = {k: v[s] for k, v in self.non_tensor_batch.items()}
         return self._new(batch, non_tensor)
 
@@ -340,26 +343,29 @@ class DataProto:
     ) -> DataProto:
         """Keep only the given keys (``None`` keeps all of that kind). Self is unchanged.
 
-        Without ``deepcopy`` the result shares tensors/arrays with self; with it, everything is copied.
+        Without ``deepcopy`` the result shares tensors/arrays with self (in new containers); with it, everything is
+        copied.
         """
 
-        def pick(src: Mapping, keys: Sequence[str] | None, what: str) -> dict:
+        def pick(src: Mapping, keys: Sequence[str] | None, what: str) -> list[str]:
             if keys is None:
-                return dict(src)
-            if isinstance(keys, str):
-                keys = [keys]
-            missing = [k for k in keys if k not in src]
+                return list(src.keys())
+            keys = [keys] if isinstance(keys, str) else list(keys)
+            missing = [k for k in keys if k not in src.keys()]
             if missing:
-                raise KeyError(f"DataProto.select: {what} key(s) {missing} not found; available: {list(src)}")
-            return {k: src[k] for k in keys}
+                raise KeyError(f"DataProto.select: {what} key(s) {missing} not found; available: {list(src.keys())}")
+            return keys
 
-        batch = None if self.batch is None else pick(self.batch, batch_keys, "tensor")
         if self.batch is None and batch_keys:
             raise KeyError(f"DataProto.select: tensor key(s) {list(batch_keys)} requested but batch is None")
-        non_tensor = pick(self.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
-        meta = pick(self.meta_info, meta_info_keys, "meta_info")
+        batch = None if self.batch is None else self.batch.select(*pick(self.batch, batch_keys, "tensor"))
+        non_tensor = {
+            k: self.non_tensor_batch[k] for k in pick(self.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
+        }
+        meta = {k: self.meta_info[k] for k in pick(self.meta_info, meta_info_keys, "meta_info")}
         if deepcopy:
-            batch, non_tensor, meta = copy.deepcopy((batch, non_tensor, meta))
+            batch = None if batch is None else batch.clone()
+            non_tensor, meta = copy.deepcopy((non_tensor, meta))
         return self._new(batch, non_tensor, meta)
 
     def pop(
@@ -370,26 +376,28 @@ class DataProto:
     ) -> DataProto:
         """Remove the given keys from self and return them as a new DataProto (``None`` pops nothing).
 
-        The popped DataProto gets only the popped meta_info keys. A DataProto left without any tensors keeps
-        ``batch == {}``, and its length then comes from the non-tensors.
+        The popped DataProto gets only the popped meta_info keys, and ``batch is None`` if no tensor was popped.
+        Self keeps its length when all its tensors are popped (its batch is then an empty TensorDict of that size).
         """
 
-        def take(src: dict, keys: Sequence[str] | None, what: str) -> dict:
-            if keys is None:
-                return {}
-            if isinstance(keys, str):
-                keys = [keys]
-            missing = [k for k in keys if k not in src]
+        def check(src: Mapping, keys: Sequence[str] | None, what: str) -> list[str]:
+            keys = [] if keys is None else [keys] if isinstance(keys, str) else list(keys)
+            missing = [k for k in keys if k not in src.keys()]
             if missing:
-                raise KeyError(f"DataProto.pop: {what} key(s) {missing} not found; available: {list(src)}")
-            return {k: src.pop(k) for k in keys}
+                raise KeyError(f"DataProto.pop: {what} key(s) {missing} not found; available: {list(src.keys())}")
+            return keys
 
         if self.batch is None and batch_keys:
             raise KeyError(f"DataProto.pop: tensor key(s) {list(batch_keys)} requested but batch is None")
-        batch = None if self.batch is None else take(self.batch, batch_keys, "tensor")
-        non_tensor = take(self.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
-        meta = take(self.meta_info, meta_info_keys, "meta_info")
-        return self._new(batch or None, non_tensor, meta)
+        tensor_keys = [] if self.batch is None else check(self.batch, batch_keys, "tensor")
+        nt_keys = check(self.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
+        meta_keys = check(self.meta_info, meta_info_keys, "meta_info")
+        batch = None
+        if tensor_keys:
+            batch = new_batch_like({k: self.batch.pop(k) for k in tensor_keys}, len(self), self.batch)
+        non_tensor = {k: self.non_tensor_batch.pop(k) for k in nt_keys}
+        meta = {k: self.meta_info.pop(k) for k in meta_keys}
+        return self._new(batch, non_tensor, meta)
 
     def rename(self, old_keys: str | Sequence[str], new_keys: str | Sequence[str]) -> DataProto:
         """Rename keys in place (tensor keys first, else non-tensor keys); returns self."""
@@ -397,46 +405,51 @@ class DataProto:
         news = [new_keys] if isinstance(new_keys, str) else list(new_keys)
         if len(olds) != len(news):
             raise ValueError(f"DataProto.rename: {len(olds)} old keys but {len(news)} new keys")
+        tensor_keys = set() if self.batch is None else set(self.batch.keys())
         for old, new in zip(olds, news):
-            if self.batch is not None and old in self.batch:
-                target = self.batch
-            elif old in self.non_tensor_batch:
-                target = self.non_tensor_batch
-            else:
+            if old not in tensor_keys and old not in self.non_tensor_batch:
                 raise KeyError(f"DataProto.rename: key {old!r} not found")
-            if new != old and (new in (self.batch or {}) or new in self.non_tensor_batch):
+            if new != old and (new in tensor_keys or new in self.non_tensor_batch):
                 raise ValueError(f"DataProto.rename: cannot rename {old!r} to {new!r}, which already exists")
-            target[new] = target.pop(old)
+            if old in tensor_keys:
+                self.batch.rename_key_(old, new)
+                tensor_keys = (tensor_keys - {old}) | {new}
+            else:
+                self.non_tensor_batch[new] = self.non_tensor_batch.pop(old)
         return self
 
     def union(self, other: DataProto) -> DataProto:
         """Merge ``other``'s tensors, non-tensors and meta_info into self (in place); returns self.
 
         Both must have the same length unless one of them holds no per-sample data at all (e.g. only
-        meta_info). A key present in both must hold equal values, else ValueError naming the key.
+        meta_info). A key present in both must hold equal values, else `DataProtoError` naming the key; nothing is
+        changed then.
         """
-        has_rows_self = bool(self.batch) or bool(self.non_tensor_batch)
-        has_rows_other = bool(other.batch) or bool(other.non_tensor_batch)
+        has_rows_self = self.batch is not None or bool(self.non_tensor_batch)
+        has_rows_other = other.batch is not None or bool(other.non_tensor_batch)
         if has_rows_self and has_rows_other and len(self) != len(other):
-            raise ValueError(f"DataProto.union: lengths differ ({len(self)} vs {len(other)})")
+            raise DataProtoError(f"DataProto.union: lengths differ ({len(self)} vs {len(other)})")
         # validate everything before mutating, so a failed union leaves self untouched
-        for key, val in (other.batch or {}).items():
-            if self.batch is not None and key in self.batch and not _tensor_equal(self.batch[key], val):
-                raise ValueError(f"DataProto.union: tensor key {key!r} exists in both operands with different values")
-        for key, val in other.non_tensor_batch.items():
-            if key in self.non_tensor_batch and not _deep_equal(self.non_tensor_batch[key], val):
-                raise ValueError(
-                    f"DataProto.union: non-tensor key {key!r} exists in both operands with different values"
-                )
-        for key, val in other.meta_info.items():
-            if key in self.meta_info and not _deep_equal(self.meta_info[key], val):
-                raise ValueError(
-                    f"DataProto.union: meta_info key {key!r} exists in both operands with different values"
-                )
+        for what, mine, theirs in (
+            ("tensor", self.batch, other.batch),
+            ("non-tensor", self.non_tensor_batch, other.non_tensor_batch),
+            ("meta_info", self.meta_info, other.meta_info),
+        ):
+            if mine is None or theirs is None:
+                continue
+            for key in theirs.keys():
+                if key in mine.keys() and not _deep_equal(mine[key], theirs[key]):
+                    raise DataProtoError(
+                        f"DataProto.union: {what} key {key!r} exists in both operands with different values; "
+                        "rename or pop it on one side first"
+                    )
         if other.batch is not None:
             if self.batch is None:
-                self.batch = {}
-            self.batch.update(other.batch)
+                self.batch = other.batch.copy()
+            else:
+                for key, val in other.batch.items():
+                    if key not in self.batch.keys():
+                        self.batch[key] = val
         self.non_tensor_batch.update(other.non_tensor_batch)
         self.meta_info.update(other.meta_info)
         return self
@@ -445,53 +458,33 @@ class DataProto:
     def concat(data: Sequence[DataProto]) -> DataProto:
         """Stack DataProtos along dim 0 (tensors with torch.cat, non-tensors with np.concatenate).
 
-        All parts must have the same tensor and non-tensor keys; meta_info comes from the first part.
+        All parts must have the same tensor and non-tensor keys. ``meta_info`` is merged as verl does
+        (`merge_meta_info`): each part's keys, a key in several parts must be equal (`DataProtoError` naming it
+        otherwise), and ``meta_info["metrics"]`` collects every part's metrics into one dict of lists.
         """
-        if len(data) == 0:
-            raise ValueError("DataProto.concat: need at least one DataProto")
-        first = data[0]
-        tensor_keys = set(first.batch or {})
-        nt_keys = set(first.non_tensor_batch)
-        for i, d in enumerate(data[1:], start=1):
-            for what, ref, got in (
-                ("tensor", tensor_keys, set(d.batch or {})),
-                ("non-tensor", nt_keys, set(d.non_tensor_batch)),
-            ):
-                if ref != got:
-                    key = sorted(ref ^ got)[0]
-                    where = "part 0" if key in ref else f"part {i}"
-                    raise ValueError(
-                        f"DataProto.concat: {what} key {key!r} is only in {where} (part 0 keys {sorted(ref)}, "
-                        f"part {i} keys {sorted(got)})"
-                    )
-        batch = None
-        if first.batch is not None or any(d.batch is not None for d in data):
-            batch = {}
-            for key in first.batch or {}:
-                try:
-                    batch[key] = torch.cat([d.batch[key] for d in data], dim=0)
-                except RuntimeError as e:
-                    raise ValueError(f"DataProto.concat: cannot concatenate tensor {key!r}: {e}") from e
-        non_tensor = {}
-        for key in first.non_tensor_batch:
-            try:
-                non_tensor[key] = np.concatenate([d.non_tensor_batch[key] for d in data], axis=0)
-            except ValueError as e:
-                raise ValueError(f"DataProto.concat: cannot concatenate non-tensor {key!r}: {e}") from e
-        return type(first)(batch=batch, non_tensor_batch=non_tensor, meta_info=dict(first.meta_info))
+        return ops.concat_dataprotos(data)
+
+    def is_padding_enabled(self) -> bool:
+        """Whether `chunk` may cut uneven pieces: this DataProto opted in (``from_dict(auto_padding=True)``) or
+        ``DataProtoConfig.auto_padding`` / ``VERL_AUTO_PADDING=1`` is on."""
+        return bool(self.meta_info.get(DataProtoConfig.auto_padding_key, False)) or DataProtoConfig.auto_padding
 
     def chunk(self, chunks: int) -> list[DataProto]:
-        """Split into ``chunks`` equal consecutive pieces (views). The length must be divisible by ``chunks``."""
+        """Split into ``chunks`` consecutive pieces (views). The length must be divisible by ``chunks`` unless
+        padding is enabled (`is_padding_enabled`); then the pieces' sizes differ by at most one."""
         if not isinstance(chunks, int) or chunks <= 0:
-            raise ValueError(f"DataProto.chunk: chunks must be a positive int, got {chunks!r}")
+            raise DataProtoError(f"DataProto.chunk: chunks must be a positive int, got {chunks!r}")
         n = len(self)
-        if n % chunks != 0:
-            raise ValueError(
+        if n % chunks != 0 and not self.is_padding_enabled():
+            raise DataProtoError(
                 f"DataProto.chunk: length {n} is not divisible by chunks={chunks}. Use split(split_size) for "
                 f"uneven pieces, or pad first with pad_dataproto_to_divisor(data, {chunks}) and unpad afterwards."
             )
-        size = n // chunks
-        return [self.slice(i * size, (i + 1) * size) for i in range(chunks)]
+        out, start = [], 0
+        for size in split_sizes(n, chunks):
+            out.append(self.slice(start, start + size))
+            start += size
+        return out
 
     def split(self, split_size: int) -> list[DataProto]:
         """Consecutive pieces of ``split_size`` rows (views); the last piece may be shorter.
@@ -499,7 +492,7 @@ class DataProto:
         An empty DataProto gives one empty piece, so ``concat(split(x))`` always rebuilds ``x``.
         """
         if not isinstance(split_size, int) or split_size <= 0:
-            raise ValueError(f"DataProto.split: split_size must be a positive int, got {split_size!r}")
+            raise DataProtoError(f"DataProto.split: split_size must be a positive int, got {split_size!r}")
         n = len(self)
         if n == 0:
             return [self.slice(0, 0)]
@@ -512,15 +505,16 @@ class DataProto:
         ``interleave=False``: ``[a, b] -> [a, b, a, b]``.
         """
         if not isinstance(repeat_times, int) or repeat_times < 1:
-            raise ValueError(f"DataProto.repeat: repeat_times must be an int >= 1, got {repeat_times!r}")
+            raise DataProtoError(f"DataProto.repeat: repeat_times must be an int >= 1, got {repeat_times!r}")
         batch = None
         if self.batch is not None:
-            batch = {}
+            tensors = {}
             for k, v in self.batch.items():
                 if interleave:
-                    batch[k] = v.repeat_interleave(repeat_times, dim=0)
+                    tensors[k] = v.repeat_interleave(repeat_times, dim=0)
                 else:
-                    batch[k] = v.repeat(repeat_times, *([1] * (v.dim() - 1)))
+                    tensors[k] = v.repeat(repeat_times, *([1] * (v.dim() - 1)))
+            batch = new_batch_like(tensors, len(self) * repeat_times, self.batch)
         non_tensor = {}
         for k, v in self.non_tensor_batch.items():
             if interleave:
@@ -529,45 +523,57 @@ class DataProto:
                 non_tensor[k] = np.tile(v, (repeat_times,) + (1,) * (v.ndim - 1))
         return self._new(batch, non_tensor)
 
+    def sample_level_repeat(self, repeat_times: Sequence[int] | np.ndarray | torch.Tensor) -> DataProto:
+        """Repeat row ``i`` ``repeat_times[i]`` times, copies adjacent (``[a, b], [2, 1] -> [a, a, b]``); a count
+        of 0 drops the row."""
+        counts = ops.repeat_counts(repeat_times, len(self))
+        total = int(counts.sum())
+        batch = None
+        if self.batch is not None:
+            tensors = {
+                k: v.repeat_interleave(torch.from_numpy(counts).to(v.device), dim=0) for k, v in self.batch.items()
+            }
+            batch = new_batch_like(tensors, total, self.batch)
+        non_tensor = {k: np.repeat(v, counts, axis=0) for k, v in self.non_tensor_batch.items()}
+        return self._new(batch, non_tensor)
+
+    def unfold_column_chunks(self, n_split: int, split_keys: Sequence[str] | None = None) -> DataProto:
+        """Cut dim 1 of the ``split_keys`` columns into ``n_split`` pieces that become rows of their own (row
+        ``i`` -> rows ``i*n_split ... i*n_split + n_split - 1``); every other column is repeated to match. Keeps
+        grouped values (e.g. a prompt's n responses) together through a shuffle. A 1-D object column of equal-length
+        sequences counts as 2-D."""
+        keys = set(split_keys or [])
+        batch = None
+        if self.batch is not None:
+            tensors = {k: ops.unfold_column(k, v, n_split, k in keys) for k, v in self.batch.items()}
+            batch = new_batch_like(tensors, len(self) * n_split, self.batch)
+        non_tensor = {k: ops.unfold_column(k, v, n_split, k in keys) for k, v in self.non_tensor_batch.items()}
+        return self._new(batch, non_tensor)
+
+    def padding(self, padding_size: int, padding_candidate: str = "") -> None:
+        """Append ``padding_size`` copies of the first (``padding_candidate="first"``) or last row, in place."""
+        if padding_size == 0:
+            return
+        if len(self) == 0:
+            raise DataProtoError("DataProto.padding: an empty DataProto has no row to repeat")
+        row = self.select_idxs([0 if padding_candidate == "first" else len(self) - 1])
+        padded = DataProto.concat([self, row.repeat(padding_size)])
+        vars(self).update(batch=padded.batch, non_tensor_batch=padded.non_tensor_batch)
+
     def reorder(self, indices: IndexLike) -> None:
         """Permute rows in place: row ``j`` becomes old row ``indices[j]``. ``indices`` must be a permutation."""
         n = len(self)
         pos = _index_array(indices, n)
         if pos.shape[0] != n or not np.array_equal(np.sort(pos), np.arange(n)):
-            raise ValueError(f"DataProto.reorder: indices must be a permutation of range({n})")
+            raise DataProtoError(f"DataProto.reorder: indices must be a permutation of range({n})")
         if self.batch is not None:
-            self.batch = {k: v[torch.from_numpy(pos).to(v.device)] for k, v in self.batch.items()}
+            self.batch = index_batch(self.batch, torch.from_numpy(pos), n)
         self.non_tensor_batch = {k: v[pos] for k, v in self.non_tensor_batch.items()}
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# padding
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def pad_dataproto_to_divisor(data: DataProto, size_divisor: int) -> tuple[DataProto, int]:
-    """Pad ``data`` so its length is a multiple of ``size_divisor``, e.g. before ``chunk(world_size)``.
-
-    Padding rows are copies of rows from the start (cycling again if more padding than rows is needed).
-    Returns ``(padded, pad_size)``; undo with ``unpad_dataproto(result, pad_size)``. An empty DataProto is
-    returned unchanged with ``pad_size == 0`` (there is nothing to copy).
-    """
-    if not isinstance(data, DataProto):
-        raise TypeError(f"pad_dataproto_to_divisor expects a DataProto, got {type(data).__name__}")
-    if not isinstance(size_divisor, int) or size_divisor <= 0:
-        raise ValueError(f"size_divisor must be a positive int, got {size_divisor!r}")
-    n = len(data)
-    if n == 0 or n % size_divisor == 0:
-        return data, 0
-    pad_size = size_divisor - n % size_divisor
-    padding = data.select_idxs(np.arange(pad_size) % n)
-    return DataProto.concat([data, padding]), pad_size
-
-
-def unpad_dataproto(data: DataProto, pad_size: int) -> DataProto:
-    """Drop the last ``pad_size`` rows added by `pad_dataproto_to_divisor`."""
-    if pad_size < 0 or pad_size > len(data):
-        raise ValueError(f"unpad_dataproto: pad_size {pad_size} is out of range for length {len(data)}")
-    if pad_size == 0:
-        return data
-    return data[: len(data) - pad_size]  # type: ignore[return-value]
+    def make_iterator(
+        self, mini_batch_size: int, epochs: int, seed: int | None = None, dataloader_kwargs: dict | None = None
+    ) -> Iterator[DataProto]:
+        """Mini-batches of ``mini_batch_size`` rows for ``epochs`` passes, drawn by a ``torch.utils.data.DataLoader``
+        (``dataloader_kwargs``, e.g. ``{"shuffle": True}``; ``seed`` fixes its generator). Each mini-batch carries
+        this DataProto's meta_info. The same sampler as verl's, so a seed gives the same rows."""
+        return ops.make_iterator(self, mini_batch_size, epochs, seed, dataloader_kwargs)

@@ -28,7 +28,7 @@ def test_batches_are_left_padded_prompts_with_the_chat_template(tmp_path):
     batches = list(loader)
     assert [len(b) for b in batches] == [3, 1]
     b = batches[0].batch
-    assert set(b) == {"input_ids", "attention_mask", "position_ids"}
+    assert set(b.keys()) == {"input_ids", "attention_mask", "position_ids"}
     assert (b["attention_mask"][:, -1] == 1).all()  # left padding: every prompt ends at the right edge
     from verl.utils.model import load_tokenizer
 

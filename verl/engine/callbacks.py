@@ -94,8 +94,14 @@ def callback_name(cb: Any) -> str:
 # ---------------------------------------------------------------------------------------------- checked calls
 
 
+def _batch_tensors(batch: Any) -> Mapping[str, Any]:
+    """The batch's tensors (a TensorDict, which has no truth value), or an empty mapping."""
+    tensors = getattr(batch, "batch", None)
+    return {} if tensors is None else tensors
+
+
 def _snapshot(batch: Any) -> dict[str, tuple[int, int, tuple[int, ...]]]:
-    tensors = getattr(batch, "batch", None) or {}
+    tensors = _batch_tensors(batch)
     return {k: (id(v), v._version, tuple(v.shape)) for k, v in tensors.items()}
 
 
@@ -104,7 +110,7 @@ def check_batch_after(name: str, before: Mapping[str, tuple[int, int, tuple[int,
     (replaced or changed in place) and now holds NaN/inf. New keys must have the batch's length and be finite."""
     import torch
 
-    tensors = getattr(batch, "batch", None) or {}
+    tensors = _batch_tensors(batch)
     for key, (ident, version, shape) in before.items():
         if key not in tensors:
             raise ValueError(f"{name} removed the batch tensor {key!r}; callbacks may change values, not drop keys")

@@ -398,9 +398,11 @@ class RLTrainer:
                 f"train_step(batch): got {type(batch).__name__}; pass a DataProto of prompts (as "
                 "make_pretokenized_dataloader yields), a dict of input_ids/attention_mask tensors, or a list of strings"
             )
-        b = batch.batch or {}
+        b = batch.batch if batch.batch is not None else {}
         if "input_ids" not in b or "attention_mask" not in b:
-            raise KeyError(f"train_step(batch): the batch needs input_ids and attention_mask tensors; it has {list(b)}")
+            raise KeyError(
+                f"train_step(batch): the batch needs input_ids and attention_mask tensors; it has {list(b.keys())}"
+            )
         if "position_ids" not in b:  # on a copy: the caller's batch is never changed
             batch = DataProto(
                 batch=dict(b), non_tensor_batch=dict(batch.non_tensor_batch), meta_info=dict(batch.meta_info)

@@ -64,7 +64,9 @@ def _log_prob_pass(data: DataProto, cfg: RolloutConfig | RefConfig, temperature:
         "max_token_len": cfg.log_prob_max_token_len_per_gpu,
         "temperature": temperature,
     }
-    return DataProto(dict(data.batch or {}), data.non_tensor_batch, {**defaults, **data.meta_info})
+    return DataProto(
+        None if data.batch is None else data.batch.copy(), data.non_tensor_batch, {**defaults, **data.meta_info}
+    )
 
 
 def log_prob_temperature(rollout_cfg: RolloutConfig) -> float:
@@ -220,7 +222,7 @@ class ActorRolloutRefWorker(Worker):
     @register(Dispatch.DP_COMPUTE_PROTO)
     def update_actor(self, data: DataProto) -> DataProto:
         meta = {"temperature": log_prob_temperature(self.config.rollout), **data.meta_info}
-        data = DataProto(dict(data.batch or {}), data.non_tensor_batch, meta)
+        data = DataProto(None if data.batch is None else data.batch.copy(), data.non_tensor_batch, meta)
         metrics = self.actor.update_policy(self.to_device(data))
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards

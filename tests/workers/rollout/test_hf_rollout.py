@@ -146,7 +146,7 @@ def test_output_contract(shipped, do_sample):
         prompts
     )
     b = out.batch
-    assert set(b) == OUTPUT_KEYS
+    assert set(b.keys()) == OUTPUT_KEYS
     total = prompt_len + response_length
     for key, shape in {
         "prompts": (bs, prompt_len),

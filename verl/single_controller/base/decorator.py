@@ -147,8 +147,14 @@ def collect_results(mode: Dispatch, results: list[Any], pad_size: int = 0, order
         return results
     if not all(isinstance(r, DataProto) for r in results):
         return results
-    with_rows = [r for r in results if r.batch or r.non_tensor_batch]
-    out = DataProto.concat(with_rows) if with_rows else DataProto(meta_info=dict(results[0].meta_info))
+    with_rows = [r for r in results if (r.batch is not None and len(r.batch.keys())) or r.non_tensor_batch]
+    # the rows are joined without their meta_info (concat would refuse per-rank values that differ, e.g. timings):
+    # the result carries the first rank's meta_info, plus every rank's metrics below
+    meta = dict((with_rows or results)[0].meta_info)
+    out = DataProto(meta_info=meta)
+    if with_rows:
+        out = DataProto.concat([DataProto(batch=r.batch, non_tensor_batch=r.non_tensor_batch) for r in with_rows])
+        out.meta_info = meta
     if order is not None and with_rows:
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))

@@ -48,7 +48,7 @@ class Worker:
     def to_device(self, data):
         """``data`` (a DataProto) on this worker's device, as a new object (the caller's batch stays where it is);
         unchanged on CPU."""
-        if self.device.type == "cpu" or not data.batch:
+        if self.device.type == "cpu" or data.batch is None:
             return data
         from verl.protocol import DataProto
 
@@ -58,7 +58,8 @@ class Worker:
     @staticmethod
     def to_host(data):
         """A result DataProto back on the CPU for the controller."""
-        return data.to("cpu") if data.batch and any(t.device.type != "cpu" for t in data.batch.values()) else data
+        on_device = data.batch is not None and any(t.device.type != "cpu" for t in data.batch.values())
+        return data.to("cpu") if on_device else data
 
 
 def _dist_up() -> bool:

@@ -40,13 +40,17 @@ def whole_groups_for_workers(num_groups: int, n: int, world_size: int) -> int:
 
 def concat_filling_extras(parts: list[DataProto]) -> DataProto:
     """``DataProto.concat`` of generation batches whose reward extra columns may differ (a column a scorer never
-    returned in one batch): the missing entries become NaN instead of failing the step."""
+    returned in one batch): the missing entries become NaN instead of failing the step, and
+    ``meta_info["reward_extra_keys"]`` lists the columns of every batch."""
     parts = [p for p in parts if len(p)]
     keys = dict.fromkeys(k for p in parts for k in p.non_tensor_batch)
+    extra_keys = list(dict.fromkeys(k for p in parts for k in p.meta_info.get("reward_extra_keys", [])))
     for p in parts:
         for k in keys:
             if k not in p.non_tensor_batch:
                 p.non_tensor_batch[k] = np.full(len(p), np.nan, dtype=object)
+        if "reward_extra_keys" in p.meta_info:
+            p.meta_info["reward_extra_keys"] = extra_keys
     return DataProto.concat(parts)
 
 

@@ -389,9 +389,9 @@ class RayPPOTrainer:
 
 
 def _copy_prompts(prompts: DataProto) -> DataProto:
-    """A shallow copy (new dicts, shared tensors) of a caller's prompt batch, so the step's in-place edits (uid,
-    popped keys) never reach it."""
-    return DataProto(dict(prompts.batch or {}), dict(prompts.non_tensor_batch), dict(prompts.meta_info))
+    """A shallow copy (shared tensors) of a caller's prompt batch: the step's in-place edits never reach it."""
+    batch = None if prompts.batch is None else prompts.batch.copy()  # a TensorDict's copy is shallow
+    return DataProto(batch, dict(prompts.non_tensor_batch), dict(prompts.meta_info))
 
 
 def _or(value: Any, make) -> Any:

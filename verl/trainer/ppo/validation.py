@@ -100,7 +100,8 @@ PROMPT_SIDE_KEYS = ("prompts", "input_ids", "attention_mask", "position_ids")
 
 def concat_left_padded(batches: list[DataProto], pad_token_id: int) -> DataProto:
     """Concatenate generation outputs whose prompt widths differ: the prompt side of ``prompts``, ``input_ids``,
-    ``attention_mask`` and ``position_ids`` is left-padded to the widest (pad id, mask 0, position 0)."""
+    ``attention_mask`` and ``position_ids`` is left-padded to the widest (pad id, mask 0, position 0). The result has
+    the first batch's ``meta_info`` (the batches' per-call values, e.g. Ray timings, differ)."""
     if len(batches) == 1:
         return batches[0]
     widths = [b.batch["prompts"].shape[1] for b in batches]
@@ -115,5 +116,7 @@ def concat_left_padded(batches: list[DataProto], pad_token_id: int) -> DataProto
                     fill = pad_token_id if key in ("prompts", "input_ids") else 0
                     pad = torch.full((t.shape[0], width - w), fill, dtype=t.dtype)
                     b.batch[key] = torch.cat([pad, t], dim=1)
-        padded.append(b)
-    return DataProto.concat(padded)
+        padded.append(DataProto(batch=b.batch, non_tensor_batch=b.non_tensor_batch))
+    out = DataProto.concat(padded)
+    out.meta_info = dict(batches[0].meta_info)
+    return out
