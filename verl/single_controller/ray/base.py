@@ -225,7 +225,9 @@ class WorkerProcess:
 
 class RayWorkerGroup:
     """Worker processes on ``resource_pool``, each holding one worker per entry of ``roles``; or, verl's way, one
-    worker of ``ray_cls_with_init`` (module docstring)."""
+    worker of ``ray_cls_with_init`` (module docstring). verl's other options (``bin_pack``, ``detached``,
+    ``ray_wait_register_center_timeout``, ...) are accepted and have no effect: bundles are always packed per node
+    and the workers live as long as the group."""
 
     def __init__(
         self,
