@@ -8,12 +8,14 @@ from verl.utils.errors import InvalidArgumentError  # noqa: E402
 from verl.utils.ray_utils import parallel_put  # noqa: E402
 
 
-def test_parallel_put_keeps_order_and_rejects_nothing():
-    ray.init(num_cpus=1, include_dashboard=False)
+def test_parallel_put_keeps_order_and_rejects_nothing(tmp_path):
+    from verl.single_controller.ray.cluster import init_ray, shutdown_ray
+
+    session = init_ray(str(tmp_path), num_cpus=1)
     try:
         data = [{"i": i} for i in range(20)]
         assert ray.get(parallel_put(data, max_workers=3)) == data
         with pytest.raises(InvalidArgumentError, match="empty"):
             parallel_put([])
     finally:
-        ray.shutdown()
+        shutdown_ray(session)

@@ -55,10 +55,14 @@ class Inner(Worker):
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    ray.init(num_cpus=4, include_dashboard=False)
+def ray_session(tmp_path_factory):
+    """A local cluster started the way the trainer starts one (its auth and temp-dir handling), so the test runs
+    in one pytest process with the trainer's own Ray tests."""
+    from verl.single_controller.ray.cluster import init_ray, shutdown_ray
+
+    session = init_ray(str(tmp_path_factory.mktemp("ray-run")), num_cpus=4)
     yield
-    ray.shutdown()
+    shutdown_ray(session)
 
 
 def test_verl_style_group(ray_session):
