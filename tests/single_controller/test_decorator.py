@@ -97,3 +97,44 @@ def test_balanced_split_evens_token_counts_per_mini_batch():
     for rank in range(2):
         assert set(order[4 * rank : 4 * rank + 2]) <= {0, 1, 2, 3}
         assert set(order[4 * rank + 2 : 4 * rank + 4]) <= {4, 5, 6, 7}
+
+
+def test_all_to_all_splits_per_rank_lists_else_broadcasts():
+    per_rank, _, _ = dispatch_args(Dispatch.ALL_TO_ALL, 2, ([1, 2],), {"k": ["a", "b"]}, "r.m")
+    assert per_rank == [((1,), {"k": "a"}), ((2,), {"k": "b"})]
+    per_rank, _, _ = dispatch_args(Dispatch.ALL_TO_ALL, 2, ([1, 2], 5), {}, "r.m")  # not all lists: everyone
+    assert per_rank == [(([1, 2], 5), {})] * 2
+    with pytest.raises(ValueError, match="r.m: DP_COMPUTE needs every argument as a list of 2 items"):
+        dispatch_args(Dispatch.DP_COMPUTE, 2, (5,), {}, "r.m")
+    assert collect_results(Dispatch.ALL_TO_ALL, [rows(1), rows(1)])[1].batch["x"].tolist() == [[0]]  # a list
+
+
+def test_register_records_verls_call_options_and_checks_custom_modes():
+    from verl.single_controller.base.decorator import CallOptions, Execute, call_options
+
+    class Worker:
+        @register(dispatch_mode=Dispatch.DP_COMPUTE_PROTO, blocking=False)
+        def infer(self, data):
+            pass
+
+        @register()
+        def ping(self):
+            pass
+
+    assert registered_methods(Worker)["ping"] == (Dispatch.ALL_TO_ALL, False)  # verl's default mode
+    assert call_options(Worker, "infer") == CallOptions(Execute.ALL, blocking=False, materialize_futures=True)
+    with pytest.raises(ValueError, match="missing \\{'collect_fn'\\}"):
+        register(dispatch_mode={"dispatch_fn": print})
+    with pytest.raises(ValueError, match="dispatch mode 'broadcast'"):
+        register(dispatch_mode="broadcast")
+
+
+def test_a_dataproto_asking_for_auto_padding_is_padded():
+    data = rows(5)
+    if not hasattr(data, "is_padding_enabled"):
+        pytest.skip("this DataProto has no auto padding (verl.protocol.DataProtoConfig)")
+    from verl.protocol import DataProtoConfig
+
+    data.meta_info[DataProtoConfig.auto_padding_key] = True
+    per_rank, pad, order = dispatch_args(Dispatch.DP_COMPUTE_PROTO, 2, (data,), {}, "r.update")
+    assert pad == 1 and [len(a[0]) for a, _ in per_rank] == [3, 3]

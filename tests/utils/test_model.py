@@ -46,3 +46,31 @@ def test_tokenizer_without_pad_falls_back_to_eos_and_without_both_errors(tiny_mo
         else:
             with pytest.raises(ValueError, match="neither a pad token nor an EOS token.*tokenizer_config.json"):
                 load_tokenizer(str(d))
+
+
+def test_update_model_config_sets_nested_fields():
+    from types import SimpleNamespace
+
+    from verl.utils.model import update_model_config
+
+    cfg = SimpleNamespace(dropout=0.1, rope=SimpleNamespace(theta=1e4, kind="linear"))
+    update_model_config(cfg, {"dropout": 0.0, "rope": {"theta": 5e5}})
+    assert (cfg.dropout, cfg.rope.theta, cfg.rope.kind) == (0.0, 5e5, "linear")
+    with pytest.raises(AttributeError, match="no sub-config 'attn'"):
+        update_model_config(cfg, {"attn": {"heads": 2}})
+
+
+def test_create_random_mask_is_one_contiguous_run_per_row():
+    import torch
+
+    from verl.utils.model import create_random_mask
+
+    torch.manual_seed(0)
+    mask = create_random_mask(torch.zeros(50, 20, dtype=torch.long), 0.8, 0.2, 0.25)
+    valid = mask.sum(-1)
+    assert mask.dtype == torch.int64 and valid.min() >= 5 and valid.max() <= 16
+    first = mask.argmax(-1)
+    assert first.max() <= 4  # at most 20% left padding
+    assert all(mask[i, first[i] : first[i] + valid[i]].all() for i in range(50))  # no holes
+    with pytest.raises(ValueError, match="do not fit rows of 20"):
+        create_random_mask(torch.zeros(2, 20), 0.9, 0.5)

@@ -64,3 +64,38 @@ def test_file_logger_writes_numpy_and_tensor_scalars(tmp_path):
     logger.close()
     row = json.loads((tmp_path / "m.jsonl").read_text())
     assert (row["a"], row["b"], row["c"]) == (1.5, None, 3)
+
+
+def test_verl_signature_writes_where_verl_does(tmp_path, monkeypatch):
+    """``Tracking(project_name, experiment_name, default_backend)`` without a log_dir: verl's file location."""
+    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path))
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    lines = []
+    t = Tracking(project_name="proj", experiment_name="exp", default_backend=["console", "file"], write=lines.append)
+    assert t.project_name == "proj" and sorted(t.logger) == ["console", "file"]
+    t.log(data={"a": 1.0}, step=1, backend=["file"])  # only the file backend
+    t.log(data={"a": 2.0}, step=2)
+    t.finish()
+    t.finish()  # idempotent
+    rows = [json.loads(line) for line in (tmp_path / "proj" / "exp.jsonl").read_text().splitlines()]
+    assert [r["a"] for r in rows] == [1.0, 2.0] and lines == ["step 2: a=2.0000"]
+
+
+def test_project_and_experiment_default_to_the_config():
+    t = Tracking(default_backend=[], config=CONFIG)
+    assert (t.project_name, t.experiment_name) == ("proj", "exp")
+
+
+def test_validation_generations_to_tensorboard(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from verl.utils.tracking import ValidationGenerationsLogger
+
+    monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path))
+    logger = ValidationGenerationsLogger(project_name="p", experiment_name="e")
+    logger.log(["console", "tensorboard"], [("1+1=", "2", 1.0), ("2+2=", "5", 0.0)], step=3)
+    logger._writer.close()
+    acc = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    acc.Reload()
+    text = acc.Tensors("val/generations/text_summary")[0].tensor_proto.string_val[0].decode()
+    assert "1+1=" in text and "**score:** 0.0" in text

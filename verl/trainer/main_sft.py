@@ -143,7 +143,10 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
 
     t = config.trainer
     tracker = Tracking(
-        t.logger, out_dir, console_keys=["train/loss", "train/lr", "val/loss", "val/acc"], write=tqdm.write
+        default_backend=t.logger,
+        log_dir=out_dir,
+        console_keys=["train/loss", "train/lr", "val/loss", "val/acc"],
+        write=tqdm.write,
     )
     print(
         f"SFT: {len(train_ds)} train / {len(val_ds)} val examples ({train_ds.num_truncated} truncated), "

@@ -177,3 +177,52 @@ def all_reduce_max(value: int) -> int:
 
 def dp_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def get_fsdp_wrap_policy(module: torch.nn.Module, config: Any = None, is_lora: bool = False):
+    """An FSDP1 ``auto_wrap_policy`` for ``module`` (verl's ``fsdp_config.wrap_policy``), for code that wraps with
+    ``FullyShardedDataParallel`` itself; this package's workers shard with FSDP2 per decoder layer (`apply_fsdp2`).
+
+    ``config.disable``: None (no auto-wrapping). ``config.min_num_params`` > 0: wrap every submodule of at least
+    that many parameters. Otherwise wrap the layer classes ``config.transformer_layer_cls_to_wrap`` (default: the
+    model's ``_no_split_modules``). ``is_lora``: also wrap every trainable leaf module, so LoRA adapters get their
+    own units. Returns None when nothing would be wrapped."""
+    import functools
+
+    from torch.distributed.fsdp.wrap import (
+        _or_policy,
+        lambda_auto_wrap_policy,
+        size_based_auto_wrap_policy,
+        transformer_auto_wrap_policy,
+    )
+
+    def setting(key: str, default: Any) -> Any:
+        value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
+        return default if value is None else value
+
+    if config is not None and setting("disable", False):
+        return None
+    policies = []
+    if is_lora:
+
+        def trainable_leaf(m: torch.nn.Module) -> bool:
+            weight = getattr(m, "weight", None)
+            return not list(m.children()) and weight is not None and weight.requires_grad
+
+        policies.append(functools.partial(lambda_auto_wrap_policy, lambda_fn=trainable_leaf))
+    min_num_params = setting("min_num_params", 0) if config is not None else 0
+    configured = setting("transformer_layer_cls_to_wrap", None) if config is not None else None
+    layer_names = configured or getattr(module, "_no_split_modules", None)
+    if min_num_params > 0:
+        policies.append(functools.partial(size_based_auto_wrap_policy, min_num_params=min_num_params))
+    elif layer_names:
+        classes = {type(m) for m in module.modules() if type(m).__name__ in set(layer_names)}
+        missing = set(layer_names) - {c.__name__ for c in classes}
+        if configured and missing:  # the model's own list may name classes a given config does not use
+            raise ValueError(
+                f"fsdp wrap_policy.transformer_layer_cls_to_wrap: {type(module).__name__} has no submodule of class "
+                f"{sorted(missing)}; its classes include {sorted({type(m).__name__ for m in module.modules()})[:20]}"
+            )
+        if classes:
+            policies.append(functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=classes))
+    return functools.partial(_or_policy, policies=policies) if policies else None

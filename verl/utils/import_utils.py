@@ -12,3 +12,50 @@ def require(module: str, pip_name: str, feature: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         raise ImportError(f"{feature} needs {module!r}: pip install '{pip_name}'") from e
+
+
+PKG_PREFIX = "pkg://"
+FILE_PREFIX = "file://"
+
+
+def load_module(module_path: str, module_name: str | None = None) -> ModuleType | None:
+    """The module at ``module_path`` (verl's forms): ``pkg://a.b.c`` (or ``pkg://a/b/c``) imports an installed
+    module; a file path (optionally ``file://``) runs that file as a module. ``module_name``: also register it in
+    ``sys.modules`` under that name (so it can be imported and pickled by name). None for an empty path."""
+    import importlib.util
+    import os
+    import sys
+
+    if not module_path:
+        return None
+    if module_path.startswith(PKG_PREFIX):
+        return importlib.import_module(module_path[len(PKG_PREFIX) :].replace("/", "."))
+    path = module_path[len(FILE_PREFIX) :] if module_path.startswith(FILE_PREFIX) else module_path
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"module file {path!r} does not exist (from {module_path!r})")
+    spec = importlib.util.spec_from_file_location(module_name or f"verl_external_{abs(hash(path)):x}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path!r} cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise RuntimeError(f"running {path!r} failed: {type(e).__name__}: {e}") from e
+    if module_name is not None:
+        if sys.modules.get(module_name, module) is not module:
+            raise RuntimeError(f"module name {module_name!r} is already taken by another module in sys.modules")
+        sys.modules[module_name] = module
+    return module
+
+
+def load_extern_object(module_path: str, object_name: str):
+    """``object_name`` from the module at ``module_path`` (see `load_module`): how verl loads a user's class or
+    function named in a config (``custom_reward_function``, ``reward_manager.module``)."""
+    module = load_module(module_path)
+    if module is None:
+        raise AttributeError(f"cannot load {object_name!r}: no module path was given (got {module_path!r})")
+    if not hasattr(module, object_name):
+        defined = sorted(n for n in dir(module) if not n.startswith("_"))
+        raise AttributeError(f"{object_name!r} is not defined in {module_path!r}; it defines {defined}")
+    return getattr(module, object_name)

@@ -108,6 +108,48 @@ def compute_position_id_with_mask(mask: torch.Tensor) -> torch.Tensor:
     return torch.clamp(mask.long().cumsum(dim=-1) - 1, min=0)
 
 
+def update_model_config(module_config: Any, override_config_kwargs: dict) -> None:
+    """Set each entry of ``override_config_kwargs`` on ``module_config`` (an HF ``PretrainedConfig``), in place;
+    a dict value updates the sub-config of that name key by key (verl's ``model.override_config``)."""
+    for key, value in override_config_kwargs.items():
+        if isinstance(value, dict):
+            if not hasattr(module_config, key):
+                raise AttributeError(
+                    f"override_config: the model config has no sub-config {key!r} to update with {value}"
+                )
+            update_model_config(getattr(module_config, key), value)
+        else:
+            setattr(module_config, key, value)
+
+
+def create_random_mask(
+    input_ids: torch.Tensor,
+    max_ratio_of_valid_token: float,
+    max_ratio_of_left_padding: float,
+    min_ratio_of_valid_token: float = 0,
+) -> torch.Tensor:
+    """A random attention mask for ``input_ids`` (bs, L), for tests: each row gets a left padding of 0 ..
+    ``max_ratio_of_left_padding * L`` tokens, then ``min_ratio .. max_ratio_of_valid_token * L`` (at least 1) real
+    tokens, then right padding. int64 (bs, L); drawn from torch's global generator."""
+    bs, length = input_ids.shape
+    if not 0 < max_ratio_of_valid_token <= 1 or not 0 <= max_ratio_of_left_padding < 1:
+        raise ValueError(
+            "create_random_mask: max_ratio_of_valid_token must be in (0, 1] and max_ratio_of_left_padding in [0, 1)"
+        )
+    max_valid = int(length * max_ratio_of_valid_token)
+    min_valid = max(1, int(length * min_ratio_of_valid_token))
+    max_left = int(length * max_ratio_of_left_padding)
+    if min_valid > max_valid or max_valid + max_left > length:
+        raise ValueError(
+            f"create_random_mask: {min_valid}..{max_valid} valid tokens after up to {max_left} padding tokens do "
+            f"not fit rows of {length}"
+        )
+    left = torch.randint(0, max_left + 1, (bs, 1))
+    valid = torch.randint(min_valid, max_valid + 1, (bs, 1))
+    pos = torch.arange(length).unsqueeze(0)
+    return ((pos >= left) & (pos < left + valid)).to(torch.int64).to(input_ids.device)
+
+
 def import_external_lib(name: str | None) -> None:
     """Import the module ``name`` (verl's ``model.external_lib``): a package that registers custom architectures with
     transformers' Auto classes when imported. Every process that loads models calls this."""

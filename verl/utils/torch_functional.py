@@ -81,3 +81,88 @@ def logprobs_and_entropy_from_logits(
         return token_logp, -(logp.exp() * logp).sum(dim=-1)
     with torch.no_grad():
         return token_logp, -(logp.exp() * logp).sum(dim=-1)
+
+
+def get_response_mask(response_id: torch.Tensor, eos_token: int | list[int] = 2, dtype=torch.int64) -> torch.Tensor:
+    """1 on every response token up to and including the first end-of-sequence token (any of ``eos_token``), 0 after.
+
+    response_id (bs, R) -> (bs, R) of ``dtype``. mask[i, t] = 1 iff no eos occurs in response_id[i, :t]."""
+    eos = torch.isin(response_id, torch.as_tensor(eos_token, device=response_id.device)).int()
+    return ((eos.cumsum(dim=1) - eos) == 0).to(dtype)
+
+
+def pad_2d_list_to_length(response: list[list], pad_token_id, max_length: int | None = None) -> torch.Tensor:
+    """Rows of different lengths (token ids, log-probs) as one (bs, L) tensor, right-padded with ``pad_token_id``;
+    L is the longest row, or ``max_length`` when that is longer."""
+    longest = max(len(row) for row in response)
+    width = max(longest, max_length or 0)
+    return torch.tensor([list(row) + [pad_token_id] * (width - len(row)) for row in response])
+
+
+def pad_sequence_to_length(
+    tensors: torch.Tensor, max_seq_len: int, pad_token_id, left_pad: bool = False
+) -> torch.Tensor:
+    """``tensors`` (bs, L) padded along the last dim to ``max_seq_len`` with ``pad_token_id`` (on the left when
+    ``left_pad``); returned unchanged when already that long or longer."""
+    missing = max_seq_len - tensors.shape[-1]
+    if missing <= 0:
+        return tensors
+    return torch.nn.functional.pad(tensors, (missing, 0) if left_pad else (0, missing), value=pad_token_id)
+
+
+def distributed_masked_mean(local_tensor: torch.Tensor, local_mask: torch.Tensor) -> torch.Tensor:
+    """mean of ``local_tensor`` where ``local_mask`` is 1, over all ranks of the default process group:
+    sum_r sum(x_r * m_r) / sum_r sum(m_r). Every rank gets the same scalar."""
+    import torch.distributed as dist
+
+    total = (local_tensor * local_mask).sum()
+    count = local_mask.sum().to(total.dtype)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    dist.all_reduce(count, op=dist.ReduceOp.SUM)
+    return total / count
+
+
+def distributed_mean_max_min_std(
+    local_tensor: torch.Tensor, compute_max: bool = True, compute_min: bool = True, compute_std: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """(mean, max, min, std) of all elements of ``local_tensor`` over all ranks of the default process group; a
+    statistic not asked for is None. std is the sample std: sqrt(sum (x - mean)^2 / (N - 1)), N all elements."""
+    import torch.distributed as dist
+
+    total = local_tensor.sum()
+    count = torch.tensor(float(local_tensor.numel()), device=local_tensor.device, dtype=total.dtype)
+    dist.all_reduce(total, op=dist.ReduceOp.SUM)
+    dist.all_reduce(count, op=dist.ReduceOp.SUM)
+    mean = total / count
+    gmax = gmin = std = None
+    if compute_max:
+        gmax = local_tensor.max().clone()
+        dist.all_reduce(gmax, op=dist.ReduceOp.MAX)
+    if compute_min:
+        gmin = local_tensor.min().clone()
+        dist.all_reduce(gmin, op=dist.ReduceOp.MIN)
+    if compute_std:
+        squares = ((local_tensor - mean) ** 2).sum()
+        dist.all_reduce(squares, op=dist.ReduceOp.SUM)
+        std = torch.sqrt(squares / (count - 1))
+    return mean, gmax, gmin, std
+
+
+def expand_as_nested(tensor: torch.Tensor, nested_tensor: torch.Tensor) -> torch.Tensor:
+    """A jagged nested tensor shaped like ``nested_tensor`` (bs, j) whose row i repeats ``tensor[i]``: a per-sample
+    value (bs,) spread over each sample's tokens."""
+    from verl.utils.errors import InvalidArgumentError
+
+    if not getattr(nested_tensor, "is_nested", False):
+        raise InvalidArgumentError("expand_as_nested: nested_tensor must be a (jagged) nested tensor")
+    if tensor.dim() != 1:
+        raise InvalidArgumentError(f"expand_as_nested: tensor must be 1-D (bs,), got shape {tuple(tensor.shape)}")
+    if nested_tensor.dim() != 2:
+        raise InvalidArgumentError(f"expand_as_nested: nested_tensor must be 2-D (bs, j), got {nested_tensor.dim()}-D")
+    if tensor.shape[0] != nested_tensor.shape[0]:
+        raise InvalidArgumentError(
+            f"expand_as_nested: {tensor.shape[0]} values for a nested tensor of {nested_tensor.shape[0]} rows"
+        )
+    offsets = nested_tensor.offsets()
+    values = torch.repeat_interleave(tensor, offsets.diff(), dim=0)
+    return torch.nested.nested_tensor_from_jagged(values=values, offsets=offsets)

@@ -14,6 +14,8 @@ import math
 import os
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 
 def _fmt(v: float) -> str:
@@ -140,6 +142,12 @@ def _plain(config):
         return dict(config)
 
 
+def _trainer_setting(config, key: str):
+    """``config.trainer.<key>`` when the config has it (read without resolving the rest of the config)."""
+    trainer = config.get("trainer") if hasattr(config, "get") else None
+    return trainer.get(key) if hasattr(trainer, "get") else None
+
+
 def _flatten_config(tree: Mapping, prefix: str = "") -> dict:
     out = {}
     for k, v in tree.items():
@@ -151,40 +159,136 @@ def _flatten_config(tree: Mapping, prefix: str = "") -> dict:
 
 
 class Tracking:
-    """``Tracking(backends=["console", "file"], log_dir=...)``; ``log`` sends each metrics dict to every backend."""
+    """One ``log(metrics, step)`` call to every backend of ``default_backend`` (verl's signature):
+
+        Tracking(project_name="verl", experiment_name="gsm8k", default_backend=["console", "file"], config=cfg)
+
+    ``log_dir``: where ``file`` (``metrics.jsonl``), ``tensorboard`` and the local ``wandb``/``mlflow`` stores
+    write. Without it the places are verl's: ``$VERL_FILE_LOGGER_PATH`` or
+    ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl`` for ``file``, ``$TENSORBOARD_DIR`` or
+    ``tensorboard_log/<project>/<experiment>`` for ``tensorboard``, the working directory for the others.
+    ``console_keys``: the metrics the console line shows (all by default); ``write``: where it goes."""
 
     SUPPORTED = ("console", "file", "tensorboard", "wandb", "mlflow")
+    supported_backend = list(SUPPORTED)  # verl's attribute name
 
     def __init__(
         self,
-        backends: str | Iterable[str],
-        log_dir: str,
+        project_name: str | None = None,
+        experiment_name: str | None = None,
+        default_backend: str | Iterable[str] = "console",
+        config=None,  # the run's config, for backends that record it (wandb, mlflow)
+        *,
+        log_dir: str | None = None,
         console_keys: Iterable[str] | None = None,
         write=print,
-        config=None,  # the run's config, for backends that record it (wandb, mlflow)
     ):
-        backends = [backends] if isinstance(backends, str) else list(backends)
-        self.loggers = []
+        if project_name is not None and not isinstance(project_name, str):
+            # the form this package used before verl's signature: Tracking(backends, log_dir, ...)
+            project_name, experiment_name, default_backend, log_dir = None, None, project_name, experiment_name
+        backends = [default_backend] if isinstance(default_backend, str) else list(default_backend)
+        self.project_name = project_name or _trainer_setting(config, "project_name") or "verl"
+        self.experiment_name = (
+            experiment_name
+            or _trainer_setting(config, "experiment_name")
+            or (os.path.basename(log_dir) if log_dir else "run")
+        )
+        self.logger: dict[str, Any] = {}
         for name in backends:
+            if name in self.logger:
+                continue
             if name == "console":
-                self.loggers.append(ConsoleLogger(console_keys, write=write))
+                self.logger[name] = ConsoleLogger(console_keys, write=write)
             elif name == "file":
-                self.loggers.append(FileLogger(os.path.join(log_dir, "metrics.jsonl")))
+                self.logger[name] = FileLogger(self._file_path(log_dir))
             elif name == "tensorboard":
-                self.loggers.append(TensorBoardLogger(os.path.join(log_dir, "tensorboard")))
+                self.logger[name] = TensorBoardLogger(self._tensorboard_dir(log_dir))
             elif name in ("wandb", "mlflow"):
-                trainer = (config or {}).get("trainer", {}) if config is not None else {}
-                project = trainer.get("project_name", "verl")
-                experiment = trainer.get("experiment_name", os.path.basename(log_dir))
                 cls = WandbLogger if name == "wandb" else MlflowLogger
-                self.loggers.append(cls(log_dir, project, experiment, config))
+                self.logger[name] = cls(log_dir or os.getcwd(), self.project_name, self.experiment_name, config)
             else:
                 raise ValueError(f"unknown logger {name!r} in trainer.logger; supported: {self.SUPPORTED}")
 
-    def log(self, data: Mapping[str, float], step: int) -> None:
-        for logger in self.loggers:
-            logger.log(data, step)
+    @property
+    def loggers(self) -> list:
+        return list(self.logger.values())
+
+    def _file_path(self, log_dir: str | None) -> str:
+        if log_dir is not None:
+            return os.path.join(log_dir, "metrics.jsonl")
+        if os.environ.get("VERL_FILE_LOGGER_PATH"):
+            return os.environ["VERL_FILE_LOGGER_PATH"]
+        root = os.path.expanduser(os.environ.get("VERL_FILE_LOGGER_ROOT", "."))
+        return os.path.join(root, self.project_name, f"{self.experiment_name}.jsonl")
+
+    def _tensorboard_dir(self, log_dir: str | None) -> str:
+        if log_dir is not None:
+            return os.path.join(log_dir, "tensorboard")
+        default = os.path.join("tensorboard_log", self.project_name, self.experiment_name)
+        return os.environ.get("TENSORBOARD_DIR", default)
+
+    def log(self, data: Mapping[str, float], step: int, backend: Iterable[str] | None = None) -> None:
+        """Send ``data`` to every backend, or only to those named in ``backend``."""
+        for name, logger in self.logger.items():
+            if backend is None or name in backend:
+                logger.log(data, step)
 
     def close(self) -> None:
-        for logger in self.loggers:
+        """Flush and close every backend (a finished wandb/mlflow run); idempotent."""
+        loggers, self.logger = self.logger, {}
+        for logger in loggers.values():
             logger.close()
+
+    finish = close  # verl's name
+
+
+@dataclass
+class ValidationGenerationsLogger:
+    """Validation samples to the experiment trackers that show tables or text (verl's class): ``log(loggers,
+    samples, step)`` with ``samples`` a list of ``(input, output, score)``. ``wandb`` gets one table row per step
+    (all of the step's samples side by side), ``mlflow`` a ``val_step<N>.json`` artifact, ``tensorboard`` a text
+    entry; other backends are skipped (``console`` and ``file`` runs keep their samples in
+    ``val_generations.jsonl``, written by the trainer)."""
+
+    project_name: str | None = None
+    experiment_name: str | None = None
+
+    def log(self, loggers: Iterable[str], samples: list[tuple], step: int) -> None:
+        loggers = [loggers] if isinstance(loggers, str) else list(loggers)
+        if "wandb" in loggers:
+            self._to_wandb(samples, step)
+        if "mlflow" in loggers:
+            self._to_mlflow(samples, step)
+        if "tensorboard" in loggers:
+            self._to_tensorboard(samples, step)
+
+    def _to_wandb(self, samples: list[tuple], step: int) -> None:
+        import wandb
+
+        columns = ["step"] + [f"{k}_{i + 1}" for i in range(len(samples)) for k in ("input", "output", "score")]
+        rows = getattr(self, "_wandb_rows", [])
+        self._wandb_rows = rows + [[step] + [v for sample in samples for v in sample]]
+        if wandb.run is not None:  # a fresh table each time: wandb does not re-log a mutated one
+            wandb.log({"val/generations": wandb.Table(columns=columns, data=self._wandb_rows)}, step=step)
+
+    def _to_mlflow(self, samples: list[tuple], step: int) -> None:
+        import tempfile
+
+        import mlflow
+
+        rows = [{"input": s[0], "output": s[1], "score": s[2]} for s in samples]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"val_step{step}.json")
+            with open(path, "w") as f:
+                json.dump(rows, f, default=_json_value)
+            mlflow.log_artifact(path)
+
+    def _to_tensorboard(self, samples: list[tuple], step: int) -> None:
+        if getattr(self, "_writer", None) is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            default = os.path.join("tensorboard_log", self.project_name or "verl", self.experiment_name or "run")
+            self._writer = SummaryWriter(log_dir=os.environ.get("TENSORBOARD_DIR", default))
+        text = "\n\n".join(f"**input:** {s[0]}\n\n**output:** {s[1]}\n\n**score:** {s[2]}" for s in samples)
+        self._writer.add_text("val/generations", text, step)
+        self._writer.flush()

@@ -1,4 +1,4 @@
-from verl.single_controller.base.decorator import Dispatch, register
+from verl.single_controller.base.decorator import Dispatch, Execute, register
 from verl.single_controller.base.worker import Worker
 from verl.single_controller.base.worker_group import (
     ClassWithInitArgs,
@@ -10,6 +10,7 @@ from verl.single_controller.base.worker_group import (
 __all__ = [
     "ClassWithInitArgs",
     "Dispatch",
+    "Execute",
     "LocalWorkerGroup",
     "RoleWorkerGroup",
     "Worker",

@@ -10,6 +10,16 @@ workers receives and how their results become one value (as in verl's ``single_c
   With ``pad=True`` (inference methods) an uneven batch is padded with copies of its first rows and the result is
   trimmed back; without it (updates: copied rows would bias the gradient) an uneven batch is an error.
 - ``RANK_ZERO``: every worker runs the call (collective methods need all ranks) and rank 0's result is returned.
+- ``ALL_TO_ALL`` (the default, as in verl): an argument that is a list of ``world_size`` items gives rank r its r-th
+  item when every argument is such a list; otherwise every worker gets the same arguments. Results come back as a
+  list. ``DP_COMPUTE``: the same, but every argument must be such a list.
+- A dict ``{"dispatch_fn": f, "collect_fn": g}`` is a custom mode: ``f(worker_group, *args, **kwargs)`` returns
+  per-rank lists of arguments and ``g(worker_group, outputs)`` joins the results (verl's form, used by
+  `make_nd_compute_dataproto_dispatch_fn`).
+
+verl's other `register` arguments: ``blocking=False`` makes the group call return at once with futures (a
+``DataProtoFuture`` for ``DP_COMPUTE_PROTO``, else Ray object refs), ``execute_mode=Execute.RANK_ZERO`` runs the
+method on rank 0 only, ``materialize_futures`` fetches ``DataProtoFuture`` arguments before the call.
 
 The local backend ignores the modes and calls the method directly: there ``world_size`` is 1.
 """
@@ -17,33 +27,81 @@ The local backend ignores the modes and calls the method directly: there ``world
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 import torch
 
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+from verl.single_controller.base.nd_dispatch import make_nd_compute_dataproto_dispatch_fn  # noqa: F401 (verl's path)
 from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
 
 MAGIC_ATTR = "_verl_dispatch_mode"
 PAD_ATTR = "_verl_dispatch_pad"
+CALL_ATTR = "_verl_call_options"
 
 
 class Dispatch(str, Enum):
     ONE_TO_ALL = "one_to_all"
+    ALL_TO_ALL = "all_to_all"
+    DP_COMPUTE = "dp_compute"
     DP_COMPUTE_PROTO = "dp_compute_proto"
     RANK_ZERO = "rank_zero"
 
 
-def register(dispatch_mode: Dispatch = Dispatch.ONE_TO_ALL, pad: bool = False) -> Callable:
-    """Mark a worker method as callable through a worker group with ``dispatch_mode`` (``pad``: see above)."""
+class Execute(str, Enum):
+    """Which ranks run a call: all of them, or rank 0 alone (verl's execute modes)."""
+
+    ALL = "all"
+    RANK_ZERO = "rank_zero"
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """How a group call of a registered method behaves besides its dispatch mode (see the module docstring)."""
+
+    execute_mode: Execute = Execute.ALL
+    blocking: bool = True
+    materialize_futures: bool = True
+
+
+def _as_dispatch(mode: Dispatch | str | dict) -> Dispatch | dict:
+    if isinstance(mode, dict):
+        missing = {"dispatch_fn", "collect_fn"} - set(mode)
+        if missing:
+            raise ValueError(f"a custom dispatch mode is a dict with dispatch_fn and collect_fn; missing {missing}")
+        return mode
+    try:
+        return Dispatch(mode)
+    except ValueError:
+        raise ValueError(f"dispatch mode {mode!r}: use one of {[m.name for m in Dispatch]} or a dict") from None
+
+
+def register(
+    dispatch_mode: Dispatch | dict = Dispatch.ALL_TO_ALL,
+    execute_mode: Execute = Execute.ALL,
+    blocking: bool = True,
+    materialize_futures: bool = True,
+    pad: bool = False,
+) -> Callable:
+    """Mark a worker method as callable through a worker group with ``dispatch_mode`` (``pad`` and verl's other
+    arguments: see above)."""
+    mode = _as_dispatch(dispatch_mode)
+    options = CallOptions(Execute(execute_mode), bool(blocking), bool(materialize_futures))
 
     def decorate(fn: Callable) -> Callable:
-        setattr(fn, MAGIC_ATTR, Dispatch(dispatch_mode))
+        setattr(fn, MAGIC_ATTR, mode)
         setattr(fn, PAD_ATTR, bool(pad))
+        setattr(fn, CALL_ATTR, options)
         return fn
 
     return decorate
+
+
+def call_options(cls: type, name: str) -> CallOptions:
+    """The `CallOptions` of ``cls``'s registered method ``name``."""
+    return getattr(getattr(cls, name, None), CALL_ATTR, CallOptions())
 
 
 def registered_methods(cls: type) -> dict[str, tuple[Dispatch, bool]]:
@@ -108,6 +166,8 @@ def dispatch_args(
 ) -> tuple[list[tuple[tuple, dict]], int, list[int] | None]:
     """Per-rank ``(args, kwargs)`` for one call, the number of padding rows added, and the row order the ranks'
     concatenated results come back in (None: unchanged); `collect_results` undoes both."""
+    if mode in (Dispatch.ALL_TO_ALL, Dispatch.DP_COMPUTE):
+        return split_per_rank(world_size, args, kwargs, what, strict=mode == Dispatch.DP_COMPUTE), 0, None
     if mode != Dispatch.DP_COMPUTE_PROTO:
         return [(args, kwargs)] * world_size, 0, None
     args, kwargs = list(args), dict(kwargs)
@@ -116,7 +176,8 @@ def dispatch_args(
     if not protos:
         return [(tuple(args), kwargs)] * world_size, 0, None
     pad_size = 0
-    if pad:
+    # verl's auto padding: a DataProto may opt in itself (from_dict(auto_padding=True), DataProtoConfig.auto_padding)
+    if pad or any(getattr(v, "is_padding_enabled", lambda: False)() for _, v in protos):
         for key, value in protos:
             padded, pad_size = pad_dataproto_to_divisor(value, world_size)
             if isinstance(key, int):
@@ -138,12 +199,23 @@ def dispatch_args(
     return per_rank, pad_size, order
 
 
+def split_per_rank(world_size: int, args: tuple, kwargs: dict, what: str, strict: bool = False) -> list:
+    """Per-rank ``(args, kwargs)``: rank r gets item r of each argument when every argument is a list of
+    ``world_size`` items, else every rank gets the same arguments (``strict``: that is an error)."""
+    values = [*args, *kwargs.values()]
+    if values and all(isinstance(v, (list, tuple)) and len(v) == world_size for v in values):
+        return [(tuple(a[r] for a in args), {k: v[r] for k, v in kwargs.items()}) for r in range(world_size)]
+    if strict:
+        raise ValueError(f"{what}: DP_COMPUTE needs every argument as a list of {world_size} items, one per rank")
+    return [(args, kwargs)] * world_size
+
+
 def collect_results(mode: Dispatch, results: list[Any], pad_size: int = 0, order: list[int] | None = None) -> Any:
     """One value from the per-rank ``results`` of a call: rows put back in the caller's order (``order`` from
     `dispatch_args`) and ``pad_size`` padding rows trimmed from the end."""
     if mode == Dispatch.RANK_ZERO:
         return results[0]
-    if mode == Dispatch.ONE_TO_ALL:
+    if mode in (Dispatch.ONE_TO_ALL, Dispatch.ALL_TO_ALL, Dispatch.DP_COMPUTE):
         return results
     if not all(isinstance(r, DataProto) for r in results):
         return results

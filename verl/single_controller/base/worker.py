@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 DEVICES = ("cpu", "cuda")
@@ -13,6 +15,29 @@ class Worker:
     (``bind_device``); a worker built by hand outside a group runs on the CPU."""
 
     _device: torch.device | None = None
+
+    def _register_dispatch_collect_info(self, mesh_name: str, dp_rank: int, is_collect: bool) -> None:
+        """Declare this rank's data-parallel rank in the device mesh ``mesh_name`` and whether its result is
+        collected (verl's n-d dispatch: `make_nd_compute_dataproto_dispatch_fn`)."""
+        if not hasattr(self, "_mesh_info"):
+            self._mesh_info: dict[str, tuple[int, bool]] = {}
+        self._mesh_info[mesh_name] = (int(dp_rank), bool(is_collect))
+
+    def _query_dispatch_info(self, mesh_name: str) -> int:
+        return self._mesh_entry(mesh_name)[0]
+
+    def _query_collect_info(self, mesh_name: str) -> bool:
+        return self._mesh_entry(mesh_name)[1]
+
+    def _mesh_entry(self, mesh_name: str) -> tuple[int, bool]:
+        info = getattr(self, "_mesh_info", {})
+        if mesh_name not in info:
+            raise KeyError(
+                f"{type(self).__name__} rank {self.rank} registered no dispatch info for mesh {mesh_name!r} (call "
+                f"self._register_dispatch_collect_info({mesh_name!r}, dp_rank, is_collect) in __init__); it has "
+                f"{sorted(info)}"
+            )
+        return info[mesh_name]
 
     def bind_device(self, device: str) -> None:
         """Run on ``device`` (``cpu`` or ``cuda``: this process's current CUDA device). A CUDA request on a machine
@@ -31,11 +56,17 @@ class Worker:
 
     @property
     def rank(self) -> int:
-        return torch.distributed.get_rank() if _dist_up() else 0
+        """The process group's rank; before the group is up, a worker of a verl-style Ray group (which leaves
+        ``init_process_group`` to the worker) reads it from ``RANK``, as verl's workers do."""
+        if _dist_up():
+            return torch.distributed.get_rank()
+        return int(os.environ.get("RANK", 0)) if _in_verl_style_group() else 0
 
     @property
     def world_size(self) -> int:
-        return torch.distributed.get_world_size() if _dist_up() else 1
+        if _dist_up():
+            return torch.distributed.get_world_size()
+        return int(os.environ.get("WORLD_SIZE", 1)) if _in_verl_style_group() else 1
 
     @property
     def distributed(self) -> bool:
@@ -64,3 +95,8 @@ class Worker:
 
 def _dist_up() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _in_verl_style_group() -> bool:
+    """Whether this process is a rank of a `RayWorkerGroup` built verl's way (it sets ``WG_BACKEND=ray``)."""
+    return os.environ.get("WG_BACKEND") == "ray"

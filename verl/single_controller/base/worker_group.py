@@ -12,11 +12,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verl.single_controller.base.decorator import Dispatch, registered_methods
+from verl.single_controller.base.decorator import CallOptions, Dispatch, call_options, registered_methods
 
 
 class WorkerGroupError(RuntimeError):
     """A worker of a group died or raised during a call; the group has been stopped."""
+
+
+def resolve_method(worker: Any, method: str) -> Any:
+    """``worker.<method>``, where ``method`` may name an inner worker's method (``"actor.add"``)."""
+    target = worker
+    for part in method.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def method_mode(cls: type, method: str) -> tuple[Any, bool, CallOptions]:
+    """``(dispatch mode, pad, call options)`` of ``cls``'s registered ``method`` (``"member.name"``: an inner
+    worker's, found through the class's ``raw_cls_dict`` of verl's fused workers)."""
+    if "." in method:
+        member, name = method.split(".", 1)
+        inner = getattr(cls, "raw_cls_dict", {}).get(member)
+        if inner is None:
+            raise AttributeError(f"{cls.__name__} has no inner worker {member!r} (fused classes: raw_cls_dict)")
+        return method_mode(inner, name)
+    methods = registered_methods(cls)
+    if method not in methods:
+        raise AttributeError(f"{cls.__name__}.{method} is not a @register-ed method")
+    return (*methods[method], call_options(cls, method))
 
 
 @dataclass
@@ -28,28 +51,34 @@ class ClassWithInitArgs:
     kwargs: dict = field(default_factory=dict)
 
     def build(self, device: str) -> Any:
-        """One worker of this role on ``device`` (``cpu`` or ``cuda``), constructed in the calling process."""
+        """One worker of this role on ``device`` (``cpu`` or ``cuda``), constructed in the calling process (a class
+        that is not a `Worker` is built as it is)."""
         worker = self.cls(*self.args, **self.kwargs)
-        worker.bind_device(device)
+        if hasattr(worker, "bind_device"):
+            worker.bind_device(device)
         return worker
 
 
 class RoleWorkerGroup:
-    """One role of a group as the controller sees it: its ``@register``-ed methods, as plain calls."""
+    """One role of a group as the controller sees it: its ``@register``-ed methods, as plain calls.
 
-    def __init__(self, group: Any, role: str):
-        self._group, self._role = group, role
-        self._methods = registered_methods(group.roles[role].cls)
+    ``member`` (verl's fused workers): the methods of the role worker's attribute of that name, an inner worker
+    of a colocated class (``group.actor.add(x)`` runs ``worker.actor.add(x)`` on every rank)."""
+
+    def __init__(self, group: Any, role: str, member: str | None = None, member_cls: type | None = None):
+        self._group, self._role, self._member = group, role, member
+        self._methods = registered_methods(member_cls if member_cls is not None else group.roles[role].cls)
 
     @property
     def world_size(self) -> int:
         return self._group.world_size
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_group", "_role", "_methods"):
+        if name.startswith("__") or name in ("_group", "_role", "_methods", "_member"):
             raise AttributeError(name)
         if name in self._methods:
-            return lambda *args, **kwargs: self._group.execute(self._role, name, *args, **kwargs)
+            method = name if self._member is None else f"{self._member}.{name}"
+            return lambda *args, **kwargs: self._group.execute(self._role, method, *args, **kwargs)
         local = getattr(self._group, "worker", None)
         if local is not None:  # in the controller's process the worker's own attributes are readable
             return getattr(local(self._role), name)
@@ -75,9 +104,9 @@ class LocalWorkerGroup:
         return self._workers[role]
 
     def execute(self, role: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        mode, _ = registered_methods(self.roles[role].cls)[method]
-        out = getattr(self._workers[role], method)(*args, **kwargs)
-        return [out] if mode == Dispatch.ONE_TO_ALL else out
+        mode, _, _ = method_mode(self.roles[role].cls, method)
+        out = resolve_method(self._workers[role], method)(*args, **kwargs)
+        return [out] if mode in (Dispatch.ONE_TO_ALL, Dispatch.ALL_TO_ALL, Dispatch.DP_COMPUTE) else out
 
     def pop_overhead_s(self) -> float | None:
         """Seconds of the last calls spent outside the workers' compute: none in one process (None: not measured)."""

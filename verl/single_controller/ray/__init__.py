@@ -6,6 +6,16 @@ from verl.single_controller.ray.base import (
     RayWorkerGroup,
     RoleWorkerGroup,
     WorkerGroupError,
+    create_colocated_worker_cls,
+    create_colocated_worker_raw_cls,
 )
 
-__all__ = ["RayClassWithInitArgs", "RayResourcePool", "RayWorkerGroup", "RoleWorkerGroup", "WorkerGroupError"]
+__all__ = [
+    "RayClassWithInitArgs",
+    "RayResourcePool",
+    "RayWorkerGroup",
+    "RoleWorkerGroup",
+    "WorkerGroupError",
+    "create_colocated_worker_cls",
+    "create_colocated_worker_raw_cls",
+]

@@ -1,7 +1,8 @@
 """Start (or join) the Ray cluster a run uses, and leave nothing behind.
 
 A local cluster keeps everything inside the run directory: its session files under ``<run_dir>/ray`` and token
-authentication with a random per-run token held in the environment (not written under the home directory). Ray's
+authentication with a random token held in the environment (one per process, so every local cluster a process
+starts matches the token its driver holds; never written under the home directory). Ray's
 unix sockets must have paths under 108 bytes, so when ``<run_dir>/ray`` is too long Ray is pointed at a short
 symlink in the system temp dir, removed again at shutdown. ``address`` joins an existing cluster instead
 (``ray start --head`` on the head node, then ``ray_init.address=auto`` or ``<ip>:6379``); that cluster is left
@@ -28,11 +29,18 @@ class RaySession:
     link: str | None = None  # the short symlink to remove at shutdown
 
 
+# One token per process, set before the first local cluster even when Ray was imported earlier (then its default
+# token mode would otherwise make up a token under HOME and keep it in the driver): every later local cluster of
+# the process (two trainers in one script, a test session) starts with the token the driver already holds.
+_PROCESS_TOKEN = secrets.token_hex(16)
+
+
 def init_ray(run_dir: str, num_cpus: int, num_gpus: int | None = None, address: str | None = None) -> RaySession:
-    if not address and "ray" not in sys.modules:  # Ray reads its auth mode once, at import
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-        if os.environ["RAY_AUTH_MODE"] == "token":
-            os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(16))
+    if not address:
+        if "ray" not in sys.modules:  # Ray reads its auth mode once, at import
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
+        if os.environ.get("RAY_AUTH_MODE", "token") == "token":
+            os.environ.setdefault("RAY_AUTH_TOKEN", _PROCESS_TOKEN)
     ray = require("ray", "ray[default]", "the Ray backend (trainer.backend=ray)")
     if ray.is_initialized():
         return RaySession(started=False)

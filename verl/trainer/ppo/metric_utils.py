@@ -1,15 +1,31 @@
-"""Per-step metrics with verl's names, computed from the step's batch and stage timings."""
+"""Per-step metrics with verl's names, computed from the step's batch and stage timings; and verl's validation
+statistics over several responses per prompt (`process_validation_metrics`, in ``validation_stats``)."""
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any
 
 import numpy as np
 import torch
 
 from verl.protocol import DataProto
+from verl.trainer.ppo.validation_stats import bootstrap_metric, calc_maj_val, process_validation_metrics
+from verl.utils.metric import reduce_metrics
+
+__all__ = [
+    "StepTimer",
+    "bootstrap_metric",
+    "calc_maj_val",
+    "compute_data_metrics",
+    "compute_throughout_metrics",
+    "compute_throughput_metrics",
+    "compute_timing_metrics",
+    "marked_timer",
+    "process_validation_metrics",
+    "reduce_metrics",
+    "step_data_metrics",
+]
 
 
 @contextmanager
@@ -29,15 +45,29 @@ def _stats(prefix: str, values: torch.Tensor) -> dict[str, float]:
     return {f"{prefix}/mean": v.mean().item(), f"{prefix}/max": v.max().item(), f"{prefix}/min": v.min().item()}
 
 
-def compute_data_metrics(batch: DataProto, use_critic: bool) -> dict[str, float]:
+def _compute_response_info(batch: DataProto) -> dict[str, torch.Tensor]:
+    """The prompt and response sides of ``attention_mask`` (the response side is the last ``responses.shape[-1]``
+    columns): ``response_mask`` (bs, R) and the real token counts ``prompt_length``, ``response_length`` (bs,).
+
+    Generated lengths come from the attention mask, not ``response_mask``: a step callback may take tokens out of
+    the loss without changing what was generated."""
+    max_response_length = batch.batch["responses"].shape[-1]
+    attention_mask = batch.batch["attention_mask"]
+    response_mask = attention_mask[:, -max_response_length:]
+    return {
+        "response_mask": response_mask,
+        "prompt_length": attention_mask[:, :-max_response_length].sum(-1).float(),
+        "response_length": response_mask.sum(-1).float(),
+    }
+
+
+def compute_data_metrics(batch: DataProto, use_critic: bool = True) -> dict[str, float]:
     """``critic/score|rewards|advantages|returns|values/*``, ``response_length/*``, ``prompt_length/*``."""
     b = batch.batch
     response_mask = b["response_mask"].bool()
     max_response_length = b["responses"].shape[-1]
-    prompt_length = b["attention_mask"][:, :-max_response_length].sum(-1).float()
-    # Generated lengths come from the attention mask: a step callback may take tokens out of the loss (response_mask)
-    # without changing what was generated.
-    response_length = b["attention_mask"][:, -max_response_length:].sum(-1).float()
+    info = _compute_response_info(batch)
+    prompt_length, response_length = info["prompt_length"], info["response_length"]
     metrics: dict[str, float] = {}
     metrics.update(_stats("critic/score", b["token_level_scores"].sum(-1)))
     metrics.update(_stats("critic/rewards", b["token_level_rewards"].sum(-1)))
@@ -61,11 +91,11 @@ _NOT_PER_TOKEN = frozenset({"step", "testing", "save_checkpoint", "ray_overhead"
 
 def compute_timing_metrics(batch: DataProto, timing_raw: dict[str, float]) -> dict[str, float]:
     """``timing_s/<stage>`` for every stage, and ``timing_per_token_ms/<stage>`` for the batch's stages: ``gen`` per
-    response token (what it produces), the others per prompt + response token (what they process), as in verl."""
+    generated token (what it produces), the others per prompt + response token (what they process), as in verl."""
     metrics = {f"timing_s/{k}": v for k, v in timing_raw.items()}
-    n_tokens = batch.batch["attention_mask"].sum().item()
-    mask = batch.batch.get("response_mask")
-    n_response = mask.sum().item() if mask is not None else n_tokens
+    info = _compute_response_info(batch)
+    n_response = info["response_length"].sum().item()
+    n_tokens = info["prompt_length"].sum().item() + n_response
     for k, v in timing_raw.items():
         per = n_response if k in ("gen", "gen_max") else n_tokens
         if k not in _NOT_PER_TOKEN and per:
@@ -74,8 +104,12 @@ def compute_timing_metrics(batch: DataProto, timing_raw: dict[str, float]) -> di
 
 
 def compute_throughput_metrics(batch: DataProto, timing_raw: dict[str, float], n_gpus: int = 1) -> dict[str, float]:
-    """``perf/total_num_tokens`` (prompt + response tokens), ``perf/time_per_step``, ``perf/throughput`` (tokens/s/device)."""
-    total = int(batch.batch["attention_mask"].sum().item())
+    """``perf/total_num_tokens`` (prompt + response tokens), ``perf/time_per_step``, ``perf/throughput`` (tokens/s/device).
+
+    The tokens are ``meta_info["global_token_num"]`` (verl's per-row counts) when the batch carries them, else the
+    attention mask's sum: the same number."""
+    counts = batch.meta_info.get("global_token_num") if isinstance(batch.meta_info, dict) else None
+    total = int(sum(counts)) if counts is not None else int(batch.batch["attention_mask"].sum().item())
     step_time = timing_raw.get("step", 0.0)
     return {
         "perf/total_num_tokens": total,
@@ -84,9 +118,8 @@ def compute_throughput_metrics(batch: DataProto, timing_raw: dict[str, float], n
     }
 
 
-def reduce_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """Lists (one value per micro-batch) become their mean."""
-    return {k: float(np.mean(v)) if isinstance(v, (list, tuple)) else v for k, v in metrics.items()}
+# verl's spelling, kept so ported trainers find it
+compute_throughout_metrics = compute_throughput_metrics
 
 
 class StepTimer:

@@ -7,7 +7,9 @@ function, through the reward manager), then the user's reward hooks. Shaping: DA
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,14 +18,81 @@ import torch
 from verl import core_algos
 from verl.engine.callbacks import apply_reward_hooks
 from verl.protocol import DataProto
+from verl.utils.import_utils import load_extern_object
+from verl.workers.reward_manager import get_reward_manager_cls, load_custom_reward_function
 
 PROMPT_KEYS = ["input_ids", "attention_mask", "position_ids"]
 
 
 def compute_reward(data: DataProto, reward_fn: Callable) -> tuple[torch.Tensor, dict[str, list]]:
-    """``(reward_tensor (bs, R), reward_extra_info)`` of ``reward_fn`` on ``data`` (verl's function)."""
-    result = reward_fn(data, return_dict=True)
-    return result["reward_tensor"], result.get("reward_extra_info", {})
+    """``(reward_tensor (bs, R), reward_extra_info)`` of ``reward_fn`` on ``data`` (verl's function). A reward
+    function without ``return_dict`` (or one returning the bare tensor) gives no extra info."""
+    try:
+        result = reward_fn(data, return_dict=True)
+    except TypeError as e:
+        if "return_dict" not in str(e):
+            raise
+        result = reward_fn(data)
+    if isinstance(result, torch.Tensor):
+        return result, {}
+    return result["reward_tensor"], dict(result.get("reward_extra_info") or {})
+
+
+def _call_with_kwargs(fn: Callable, bound: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with the configured ``bound`` keyword arguments taking precedence."""
+    return fn(*args, **{**kwargs, **bound})
+
+
+def get_custom_reward_fn(config: Any) -> Callable | None:
+    """The function named by ``custom_reward_function.path`` / ``.name`` with its ``reward_kwargs`` bound, or None
+    when no path is set (verl's function)."""
+    section = config.get("custom_reward_function") or {}
+    fn = load_custom_reward_function(section.get("path"), section.get("name") or "compute_score")
+    if fn is None:
+        return None
+    bound = dict(section.get("reward_kwargs") or {})
+    return partial(_call_with_kwargs, fn, bound) if bound else fn
+
+
+def _reward_manager_class(config: Any) -> type:
+    """The manager class the config names: verl's ``reward_manager`` section (``source: register`` with ``name``,
+    or ``source: importlib`` with ``name`` and ``module.path``) or the ``reward_model.reward_manager`` name."""
+    section = config.get("reward_manager")
+    if section is not None and not isinstance(section, str) and section.get("name"):
+        source = section.get("source") or "register"
+        if source == "importlib":
+            module = section.get("module") or {}
+            if not module.get("path"):
+                raise ValueError("reward_manager.source=importlib needs reward_manager.module.path (a .py file)")
+            return load_extern_object(module.get("path"), section.get("name"))
+        if source != "register":
+            raise ValueError(f"reward_manager.source={source!r}: use register or importlib")
+        return get_reward_manager_cls(section.get("name"))
+    name = section if isinstance(section, str) else (config.get("reward_model") or {}).get("reward_manager")
+    return get_reward_manager_cls(name or "naive")
+
+
+def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_kwargs: Any) -> Any:
+    """The reward manager a config asks for (verl's function): its class by `_reward_manager_class`, its scoring
+    function the custom one (`get_custom_reward_fn`) or the default scorer, ``reward_fn_key`` from ``data`` and
+    ``reward_kwargs`` passed to the manager. ``reward_model.error_score`` reaches managers that take it."""
+    cls = _reward_manager_class(config)
+    compute_score = get_custom_reward_fn(config)
+    if compute_score is None:
+        from verl.utils.reward_score import default_compute_score
+
+        compute_score = default_compute_score
+    kwargs = dict(reward_kwargs)
+    error_score = (config.get("reward_model") or {}).get("error_score")
+    if error_score is not None and "error_score" in inspect.signature(cls.__init__).parameters:
+        kwargs.setdefault("error_score", error_score)
+    return cls(
+        tokenizer=tokenizer,
+        num_examine=num_examine,
+        compute_score=compute_score,
+        reward_fn_key=(config.get("data") or {}).get("reward_fn_key", "data_source"),
+        **kwargs,
+    )
 
 
 def score_batch(

@@ -33,7 +33,11 @@ class RunLog:
         if self._tracking is None:
             loggers = self.config.trainer.logger
             self._tracking = Tracking(
-                loggers, self.run_dir, config=self.config, console_keys=CONSOLE_KEYS, write=tqdm.write
+                default_backend=loggers,
+                config=self.config,
+                log_dir=self.run_dir,
+                console_keys=CONSOLE_KEYS,
+                write=tqdm.write,
             )
 
     def log(self, metrics: dict[str, float], step: int) -> None:

@@ -1,4 +1,8 @@
-"""Saving checkpoints so that a crash mid-write never leaves a half-written directory behind."""
+"""Saving checkpoints so that a crash mid-write never leaves a half-written directory behind.
+
+`save_hf_checkpoint` writes a model as a Hugging Face directory; ``checkpoint_manager`` holds verl's
+``BaseCheckpointManager`` (retention of a run's ``global_step_N`` directories) and the pointer-file helpers.
+"""
 
 from __future__ import annotations
 
