@@ -41,3 +41,29 @@ def test_counts_passes_failures_and_import_errors(tmp_path):
     assert (ok["passed"], ok["failed"], ok["errors"]) == (1, 1, 0)
     assert (missing["passed"], missing["errors"]) == (0, 2)
     assert "**1** of 4 (25.0%)" in proc.stdout
+
+
+def test_helper_modules_beside_a_test_are_copied_and_async_tests_run(tmp_path):
+    """A test that loads a helper module kept beside it (as verl's test_import_utils_on_cpu.py does) finds it in the
+    scratch copy, and an unmarked ``async def`` test runs (verl's CI uses ``--asyncio-mode=auto``)."""
+    tests = tmp_path / "repo" / "tests" / "utils"
+    tests.mkdir(parents=True)
+    (tests / "_helper_module.py").write_text("VALUE = 42\n")
+    (tests / "test_helper_on_cpu.py").write_text(
+        "import os\n\nfrom verl.utils.import_utils import load_extern_object\n\n"
+        "def test_loads_the_helper():\n"
+        "    path = os.path.join(os.path.dirname(__file__), '_helper_module.py')\n"
+        "    assert load_extern_object(path, 'VALUE') == 42\n\n"
+        "async def test_async():\n    assert True\n"
+    )
+    out = tmp_path / "report.json"
+    script = os.path.join(ROOT, "scripts", "verl_tests_report.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--verl-repo", str(tmp_path / "repo"), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert (row["passed"], row["failed"], row["errors"], row["skipped"]) == (2, 0, 0, 0), row

@@ -12,6 +12,7 @@ drives the same controller through it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from typing import Any
@@ -21,13 +22,14 @@ from omegaconf import DictConfig, OmegaConf
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from verl.trainer.ppo.reward import reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.model import import_external_lib, load_tokenizer
 from verl.utils.ported_keys import apply_ported_keys, warn_ported_keys
 from verl.utils.torch_functional import set_seed
-from verl.workers.reward_manager import NaiveRewardManager, load_custom_reward_function
+from verl.workers.reward_manager import load_custom_reward_function
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +41,10 @@ def warn_unimplemented_choices(config: DictConfig) -> list[str]:
 
 
 def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
-    """Training and validation reward managers. ``compute_score`` (a Python function with verl's signature) takes
-    the place of ``custom_reward_function`` when given."""
+    """Training and validation reward managers of the class the config names (``reward_model.reward_manager``: naive,
+    batch, dapo, prime or one registered with ``@register``; ``reward_manager.source=importlib`` loads the class
+    ``reward_manager.name`` from ``reward_manager.module.path``). ``compute_score`` (a Python function with verl's
+    signature) takes the place of ``custom_reward_function`` when given."""
     if compute_score is None:
         compute_score = load_custom_reward_function(
             config.custom_reward_function.path, config.custom_reward_function.name
@@ -49,14 +53,30 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
     kwargs: dict[str, Any] = {}
     for node in (config.reward_model.reward_kwargs, config.custom_reward_function.reward_kwargs):
         kwargs.update(OmegaConf.to_container(node, resolve=True))
-    common = dict(
-        tokenizer=tokenizer,
-        compute_score=compute_score,
-        reward_fn_key=config.data.reward_fn_key,
-        error_score=config.reward_model.error_score,
-        **kwargs,
-    )
-    return NaiveRewardManager(num_examine=0, **common), NaiveRewardManager(num_examine=0, **common)
+    manager_cls = reward_manager_class(config)
+    common = dict(tokenizer=tokenizer, compute_score=compute_score, reward_fn_key=config.data.reward_fn_key, **kwargs)
+    if "error_score" in inspect.signature(manager_cls.__init__).parameters:
+        common["error_score"] = config.reward_model.error_score
+    return manager_cls(num_examine=0, **common), manager_cls(num_examine=0, **common)
+
+
+def create_rl_dataset(data_paths, data_config, tokenizer, processor, is_train: bool = True, max_samples: int = -1):
+    """verl's dataset builder: the prompts of ``data_paths`` under the ``data`` section ``data_config``."""
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    return RLHFDataset(data_paths, tokenizer, config=data_config, processor=processor, max_samples=max_samples)
+
+
+def create_rl_sampler(data_config, dataset):
+    """verl's sampler: a seeded random order when ``data.shuffle`` (``data.seed``, else 0), else the file order. The
+    trainer itself orders prompts with the same rule (`PromptLoader`); this is for recipes that build a loader."""
+    import torch
+
+    if data_config.get("shuffle", True):
+        seed = data_config.get("seed", None)
+        generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        return torch.utils.data.RandomSampler(dataset, generator=generator)
+    return torch.utils.data.SequentialSampler(dataset)
 
 
 def build_trainer(

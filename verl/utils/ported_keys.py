@@ -97,16 +97,6 @@ WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
     ),
     ("critic.strategy", ("dp", "fsdp", "fsdp2"), "the data-parallel worker runs (FSDP2 with trainer.backend=ray)"),
     (
-        "reward_model.reward_manager",
-        ("naive",),
-        "the naive reward manager runs; DAPO's overlong penalty is reward_model.overlong_buffer.enable=true",
-    ),
-    (
-        "reward_manager.name",
-        ("naive",),
-        "the naive reward manager runs; DAPO's overlong penalty is reward_model.overlong_buffer.enable=true",
-    ),
-    (
         f"{ARR}.hybrid_engine",
         (True,),
         "the rollout samples with the actor's own weights (the hybrid engine is the only layout)",
@@ -243,11 +233,6 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         "reward_model.reward_loop_module_path",
         (None,),
         "custom reward-loop classes are not loaded in this version; give a reward function (custom_reward_function)",
-    ),
-    (
-        "reward_manager.module.path",
-        (None,),
-        "custom reward-manager classes are not loaded in this version; give a reward function (custom_reward_function)",
     ),
 )
 

@@ -101,3 +101,26 @@ def test_resume_path_given_as_the_run_directory_says_which_to_give(tmp_path):
         t.find_resume_dir()
     t.config.trainer.resume_from_path = str(tmp_path / "global_step_2")
     assert t.find_resume_dir() == str(tmp_path / "global_step_2")
+
+
+def test_a_reservation_about_to_end_saves_between_save_freq_steps(tmp_path, monkeypatch):
+    """With save_freq=10, steps 1..3 save only when the announced expiry leaves no room for another step and a save
+    (the step duration is measured between the per-step checks)."""
+    import time
+
+    import verl.trainer.ppo.checkpointing as checkpointing
+
+    trainer = OmegaConf.create({"default_local_dir": str(tmp_path), "save_freq": 10, "esi_redundant_time": 0})
+    checks = RunCheckpoints(trainer)
+    now = {"mono": 0.0}
+    monkeypatch.setattr(checkpointing.time, "monotonic", lambda: now["mono"])
+    monkeypatch.setattr(time, "time", lambda: 5000.0)
+    monkeypatch.setenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", "5100")  # 100 s left
+    assert not checks.due(1, 100)  # no step measured yet
+    now["mono"] = 30.0
+    assert not checks.due(2, 100)  # a 30 s step: 30 + 60 s of save fit in 100 s
+    now["mono"] = 75.0
+    assert checks.due(3, 100) and checks.max_steps_duration == 45.0  # 45 + 60 > 100: save now
+    monkeypatch.delenv("MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP")
+    assert not checks.due(4, 100) and checks.due(10, 100) and checks.due(100, 100)
+    assert not RunCheckpoints(OmegaConf.create({**trainer, "save_freq": -1})).due(100, 100)

@@ -8,6 +8,7 @@ from verl.utils.checkpoint.checkpoint_manager import (
     BaseCheckpointManager,
     find_latest_ckpt_path,
     get_checkpoint_tracker_filename,
+    should_save_ckpt_esi,
 )
 
 
@@ -58,3 +59,46 @@ def test_rng_state_round_trip():
     a = (random.random(), torch.rand(1).item())
     BaseCheckpointManager.load_rng_state(state)
     assert (random.random(), torch.rand(1).item()) == a
+
+
+# ---------------------------------------------------------------------------------------- should_save_ckpt_esi
+MLP, AWS = "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP", "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A frozen wall clock at t=1000 s and no announced expiry."""
+    import time
+
+    monkeypatch.setattr(time, "time", lambda: 1000.0)
+    monkeypatch.delenv(MLP, raising=False)
+    monkeypatch.delenv(AWS, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("var", "expires_at", "step_s", "margin_s", "expected"),
+    [
+        (MLP, 1100.0, 30, 0, False),  # 100 s left, 30 + 60 needed: another step fits
+        (MLP, 1090.0, 30, 0, True),  # 90 s left, a step (30) and a save (60) need 90
+        (MLP, 1091.0, 30, 0, False),  # one second more than needed: the next step still fits
+        (MLP, 1120.0, 30, 30, True),  # the margin counts: 120 <= 30 + 60 + 30
+        (MLP, 990.0, 30, 0, False),  # already expired: too late, nothing to gain
+        (MLP, 1010.0, 0, 0, False),  # no step timed yet
+        (AWS, 1089.0, 30, 0, True),  # SageMaker: strictly less than needed
+        (AWS, 1090.0, 30, 0, False),
+        (AWS, 990.0, 30, 0, True),  # SageMaker counts a passed expiry as close, as verl does
+    ],
+)
+def test_should_save_ckpt_esi_against_hand_computed_margins(clock, var, expires_at, step_s, margin_s, expected):
+    clock.setenv(var, str(expires_at) if var == MLP else str(int(expires_at)))
+    assert should_save_ckpt_esi(step_s, redundant_time=margin_s) is expected
+
+
+def test_should_save_ckpt_esi_without_or_with_an_unreadable_expiry(clock):
+    assert should_save_ckpt_esi(30) is False
+    clock.setenv(MLP, "soon")
+    assert should_save_ckpt_esi(30) is False
+    clock.delenv(MLP)
+    clock.setenv(AWS, "soon")
+    assert should_save_ckpt_esi(30) is False

@@ -34,6 +34,6 @@ class RewardManagerConfig(BaseConfig):
     registered by name, or a class loaded from a file."""
 
     source: str = "register"  # register: a manager registered by name | importlib: the class in module
-    name: str = "naive"  # (derived) the registered manager: follows reward_model.reward_manager (naive runs here)
-    # importlib: the file and class of a custom manager: not loaded in this version (a path is an error)
+    name: str = "naive"  # (derived) the registered manager, or importlib's class: follows reward_model.reward_manager
+    # importlib: the Python file holding the class `name`
     module: ModuleConfig = field(default_factory=lambda: ModuleConfig(name="custom_reward_manager"))

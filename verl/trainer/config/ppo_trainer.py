@@ -72,7 +72,9 @@ class TrainerConfig(BaseConfig):
     use_legacy_worker_impl: str = "auto"  # no effect: one worker implementation
     ray_wait_register_center_timeout: int = 300  # no effect: workers report to the controller directly
     profile_steps: list[int] | None = None  # no effect: profiling is not wired (benchmarks/ has the profiling scripts)
-    esi_redundant_time: int = 0  # no effect: elastic-server-instance expiry margin (checkpoints follow save_freq)
+    # extra seconds of margin before a capacity reservation expires (MLP_/SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_
+    # TIMESTAMP): with save_freq > 0 a checkpoint is saved when the next step and a save would not fit before it
+    esi_redundant_time: int = 0
     # older verl key: nsys options of the controller process (no effect: profiling is not wired)
     controller_nsight_options: dict[str, Any] = field(default_factory=dict)
     # older verl key: nsys options of the worker processes (no effect: profiling is not wired)

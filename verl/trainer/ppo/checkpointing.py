@@ -17,10 +17,13 @@ import logging
 import os
 import random
 import shutil
+import time
 from typing import Any
 
 import numpy as np
 import torch
+
+from verl.utils.checkpoint.checkpoint_manager import should_save_ckpt_esi
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,26 @@ class RunCheckpoints:
     def __init__(self, trainer: Any):
         self.trainer = trainer
         self._warned_newer = False
+        self._last_due_check: float | None = None
+        self.max_steps_duration = 0.0  # the longest interval between two steps' save checks, in seconds
+
+    def due(self, step: int, total_steps: int) -> bool:
+        """Whether step ``step`` saves: with ``save_freq > 0`` every ``save_freq`` steps, at the last step, and when
+        the machine's reservation is about to end (`should_save_ckpt_esi`, with the longest step so far measured
+        between two calls, one per step)."""
+        now = time.monotonic()
+        if self._last_due_check is not None:
+            self.max_steps_duration = max(self.max_steps_duration, now - self._last_due_check)
+        self._last_due_check = now
+        save_freq = self.trainer.save_freq
+        if save_freq <= 0:
+            return False
+        if step == total_steps or step % save_freq == 0:
+            return True
+        if should_save_ckpt_esi(self.max_steps_duration, redundant_time=self.trainer.esi_redundant_time):
+            logger.warning("the capacity reservation ends soon: saving a checkpoint at step %d", step)
+            return True
+        return False
 
     @property
     def root(self) -> str:

@@ -329,8 +329,7 @@ class RayPPOTrainer:
 
     # ------------------------------------------------------------------------------------------------ checkpoints
     def maybe_save_checkpoint(self) -> None:
-        save_freq = self.config.trainer.save_freq
-        if save_freq > 0 and (self.global_steps == self.total_training_steps or self.global_steps % save_freq == 0):
+        if self.checkpoints.due(self.global_steps, self.total_training_steps):  # save_freq, last step, ESI expiry
             with self.timer("save_checkpoint"):
                 self.save_checkpoint()
 

@@ -54,7 +54,7 @@ def get_custom_reward_fn(config: Any) -> Callable | None:
     return partial(_call_with_kwargs, fn, bound) if bound else fn
 
 
-def _reward_manager_class(config: Any) -> type:
+def reward_manager_class(config: Any) -> type:
     """The manager class the config names: verl's ``reward_manager`` section (``source: register`` with ``name``,
     or ``source: importlib`` with ``name`` and ``module.path``) or the ``reward_model.reward_manager`` name."""
     section = config.get("reward_manager")
@@ -73,10 +73,10 @@ def _reward_manager_class(config: Any) -> type:
 
 
 def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_kwargs: Any) -> Any:
-    """The reward manager a config asks for (verl's function): its class by `_reward_manager_class`, its scoring
+    """The reward manager a config asks for (verl's function): its class by `reward_manager_class`, its scoring
     function the custom one (`get_custom_reward_fn`) or the default scorer, ``reward_fn_key`` from ``data`` and
     ``reward_kwargs`` passed to the manager. ``reward_model.error_score`` reaches managers that take it."""
-    cls = _reward_manager_class(config)
+    cls = reward_manager_class(config)
     compute_score = get_custom_reward_fn(config)
     if compute_score is None:
         from verl.utils.reward_score import default_compute_score

@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import time
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["BaseCheckpointManager", "find_latest_ckpt_path", "get_checkpoint_tracker_filename"]
+__all__ = ["BaseCheckpointManager", "find_latest_ckpt_path", "get_checkpoint_tracker_filename", "should_save_ckpt_esi"]
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 DEFAULT_CONTENTS = ("model", "optimizer", "extra")
@@ -165,3 +166,34 @@ def find_latest_ckpt_path(path: str | None, directory_format: str = "global_step
         step = int(f.read().strip())
     ckpt = os.path.join(path, directory_format.format(step))
     return ckpt if os.path.exists(ckpt) else None
+
+
+# Environment variables in which cloud schedulers announce when a reserved capacity block (an "elastic server
+# instance") is taken back: Volcano Engine ML Platform, then AWS SageMaker; both hold a Unix time in seconds.
+ESI_EXPIRATION_VARS = (
+    "MLP_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP",
+    "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP",
+)
+
+
+def should_save_ckpt_esi(max_steps_duration: float, save_ckpt_duration: float = 60, redundant_time: float = 0) -> bool:
+    """Whether to checkpoint now because the machine's reservation ends before another step and a save could both
+    finish (verl's function): the remaining time is at most ``max_steps_duration + save_ckpt_duration +
+    redundant_time`` seconds. False without an announced expiry, with an unreadable one, and on Volcano Engine once
+    it has passed or before any step was timed (``max_steps_duration`` 0); SageMaker's announced expiry counts as
+    close also when it has passed, as verl has it."""
+    needed = max_steps_duration + save_ckpt_duration + redundant_time
+    mlp, aws = (os.environ.get(name) for name in ESI_EXPIRATION_VARS)
+    if mlp:
+        try:
+            remaining = float(mlp) - time.time()
+        except ValueError:
+            return False
+        return max_steps_duration > 0 and 0 < remaining <= needed
+    if aws:
+        try:
+            remaining = int(aws) - time.time()
+        except ValueError:
+            return False
+        return remaining < needed
+    return False

@@ -23,6 +23,9 @@ class RLHFDataset(torch.utils.data.Dataset):
     Each item carries ``data_source``, ``reward_model``, ``extra_info``, ``ability`` and the ``reward_fn_key`` column
     (``data.reward_fn_key``: the column that picks each row's scorer, when it is another one).
 
+    verl's construction ``RLHFDataset(data_files=, tokenizer=, config=<data section>, processor=, max_samples=)``
+    reads the settings below from the ``data`` section.
+
     ``max_samples`` > 0 keeps that many rows (verl's ``data.train_max_samples`` / ``val_max_samples``): the first ones,
     or a random subset drawn with ``sample_seed`` when given.
 
@@ -43,7 +46,22 @@ class RLHFDataset(torch.utils.data.Dataset):
         reward_fn_key: str = "data_source",
         max_samples: int = -1,
         sample_seed: int | None = None,
+        *,
+        config: Any = None,
+        processor: Any = None,
     ):
+        if config is None and not isinstance(prompt_key, str):  # verl's positional (data_files, tokenizer, config)
+            config, prompt_key = prompt_key, "prompt"
+        if config is not None:  # verl's construction: the settings come from the data section
+            prompt_key = config.get("prompt_key", prompt_key)
+            max_prompt_length = config.get("max_prompt_length", max_prompt_length)
+            filter_overlong_prompts = config.get("filter_overlong_prompts", filter_overlong_prompts)
+            truncation = config.get("truncation", truncation)
+            return_raw_chat = config.get("return_raw_chat", return_raw_chat)
+            reward_fn_key = config.get("reward_fn_key", reward_fn_key)
+            if config.get("shuffle", False) and sample_seed is None:
+                sample_seed = config.get("seed", None)
+        self.processor = processor  # multimodal processors are not used: prompts are text
         if truncation not in ("error", "left", "right"):
             raise ValueError(f"data.truncation={truncation!r}: use error, left or right")
         self.items: list[dict[str, Any]] = []

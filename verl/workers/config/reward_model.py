@@ -43,7 +43,7 @@ class RewardModelConfig(BaseConfig):
     enable_resource_pool: bool = False  # ray: the reward model on its own processes (else colocated)
     nnodes: int = 1  # with enable_resource_pool: the RM's own nodes
     n_gpus_per_node: int = 1  # with enable_resource_pool: the RM's processes per node
-    reward_manager: str = "naive"  # naive (others warn and run naive; DAPO's overlong penalty: overlong_buffer)
+    reward_manager: str = "naive"  # registered manager: naive | batch | dapo | prime | one added with @register
     # extra keyword arguments passed to the scoring function
     reward_kwargs: dict[str, Any] = field(default_factory=dict)
     error_score: float = 0.0  # score given to a sample whose reward function raised or returned NaN/None
