@@ -86,9 +86,9 @@ _FSDP_SECTIONS = (f"{ARR}.actor.fsdp_config", f"{ARR}.ref.fsdp_config", "critic.
 WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
     (
         f"{ARR}.rollout.name",
-        ("hf",),
+        ("hf", "vllm"),
         "sampling runs on the built-in HF KV-cache sampler (same sampling "
-        "semantics: temperature, top-k, top-p, n); vLLM and SGLang engines are not wired in this version",
+        "semantics: temperature, top-k, top-p, n); SGLang is not wired in this version (vLLM is: rollout.name=vllm)",
     ),
     (
         f"{ARR}.actor.strategy",

