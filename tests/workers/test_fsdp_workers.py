@@ -162,7 +162,8 @@ def test_override_config_reaches_the_loaded_models_and_bad_keys_are_named():
 def test_unimplemented_choices_of_ported_scripts_run_with_a_warning():
     from verl.trainer.main_ppo import warn_unimplemented_choices
 
-    cfg = load_config("ppo_trainer", ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.actor.strategy=fsdp"])
+    cfg = load_config("ppo_trainer", ["actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.actor.strategy=fsdp"])
     messages = warn_unimplemented_choices(cfg)
-    assert len(messages) == 1 and messages[0].startswith("actor_rollout_ref.rollout.name=vllm: sampling runs on")
+    assert len(messages) == 1 and messages[0].startswith("actor_rollout_ref.rollout.name=sglang: sampling runs on")
+    assert warn_unimplemented_choices(load_config("ppo_trainer", ["actor_rollout_ref.rollout.name=vllm"])) == []
     assert warn_unimplemented_choices(load_config("ppo_trainer")) == []
