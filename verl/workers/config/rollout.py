@@ -124,7 +124,9 @@ class RolloutConfig(BaseConfig):
     ignore_eos: bool = False  # true: keep sampling past EOS up to response_length
     # validation sampling: greedy by default
     val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
-    mode: str = "sync"  # no effect: the HF sampler runs in the worker (sync and async alike)
+    # sync | async: the trainer samples through the batch call either way; async is verl's server mode, whose
+    # per-request generate the agent loop drives (the HF sampler serves both; docs/rollout.md)
+    mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
     tensor_model_parallel_size: int = 2  # vLLM/SGLang engine setting: no effect with the HF sampler
@@ -133,8 +135,9 @@ class RolloutConfig(BaseConfig):
     free_cache_engine: bool = True  # vLLM engine setting: no effect (the KV cache lives only while sampling)
     enable_chunked_prefill: bool = True  # vLLM engine setting: no effect
     max_num_batched_tokens: int = 8192  # vLLM engine setting: no effect (rollout.micro_batch_size bounds a call)
-    max_num_seqs: int = 1024  # vLLM engine setting: no effect
-    max_model_len: int | None = None  # vLLM engine setting: no effect
+    max_num_seqs: int = 1024  # most concurrent generate requests decoded in one batch (vLLM: running sequences)
+    # most prompt + response tokens of a generate request; null: the model's max_position_embeddings
+    max_model_len: int | None = None
     load_format: str = "dummy_dtensor"  # vLLM weight-sync setting: no effect (the sampler uses the actor's weights)
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
     disable_log_stats: bool = True  # vLLM engine setting: no effect
