@@ -90,6 +90,16 @@ def test_default_config_warns_about_nothing():
     assert warn_unimplemented_choices(load_config("ppo_trainer")) == []
 
 
+def test_rollout_mode_async_runs_without_a_warning_and_another_mode_is_an_error():
+    config = load_config("ppo_trainer", ["actor_rollout_ref.rollout.mode=async"])
+    check_config(config)
+    assert warn_unimplemented_choices(config) == []
+    with pytest.raises(
+        ConfigError, match=r"actor_rollout_ref\.rollout\.mode=server: the rollout modes are sync and async"
+    ):
+        check_config(load_config("ppo_trainer", ["actor_rollout_ref.rollout.mode=server"]))
+
+
 def test_deprecated_global_micro_batch_sizes_split_over_the_workers_as_in_verl(caplog):
     config = load_config(
         "ppo_trainer",

@@ -189,6 +189,12 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         "custom agent loops are not implemented in this version; the single-turn sampler runs in the actor's worker",
     ),
     (
+        f"{ARR}.rollout.mode",
+        ("sync", "async"),
+        "the rollout modes are sync and async (the trainer's batch call runs in both; async is verl's server mode, "
+        "whose per-request generate an agent loop drives)",
+    ),
+    (
         f"{ARR}.rollout.over_sample_rate",
         (0,),
         "over-sampling and dropping the slowest responses is not implemented: every sampled response is trained on",

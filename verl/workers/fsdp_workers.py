@@ -29,7 +29,7 @@ from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RefConfig, RewardModelConfig, RolloutConfig
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
-from verl.workers.rollout.hf_rollout import HFRollout
+from verl.workers.rollout.base import BaseRollout, TokenOutput, get_rollout_class, registered_rollouts
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,15 @@ def stop_token_ids(model_path: str, tokenizer) -> list[int]:
         if e is not None and int(e) not in ids:
             ids.append(int(e))
     return ids
+
+
+def rollout_engine(name: str, mode: str) -> type[BaseRollout]:
+    """The engine class of ``rollout.name``/``rollout.mode``. A name no engine is registered for runs the HF sampler
+    (the config check has already warned that it does: ``verl.utils.ported_keys``); a bad mode is an error."""
+    if (name, mode) not in registered_rollouts() and mode in ("sync", "async"):
+        logger.info("rollout.name=%s is not a registered engine: the HF sampler runs", name)
+        name = "hf"
+    return get_rollout_class(name, mode)
 
 
 def _set_params(module: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> None:
@@ -157,7 +166,15 @@ class ActorRolloutRefWorker(Worker):
                 use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
-            self.rollout = self._build_rollout()
+            self.rollout: BaseRollout = rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
+                module=self.rollout_module,
+                config=cfg.rollout,
+                tokenizer=self.tokenizer,
+                eos_token_ids=stop_token_ids(cfg.model.path, self.tokenizer),
+                seed=self.seed,
+                model_path=cfg.model.path,
+            )
+            self._weights_stale = cfg.rollout.name == "vllm"  # an engine with its own weights gets the actor's
         if self._is_ref:
             self.ref_module = self._load_policy()
             self.ref_module.requires_grad_(False)
@@ -179,39 +196,13 @@ class ActorRolloutRefWorker(Worker):
             m.path, dtype=m.dtype, override_config=dict(m.override_config), trust_remote_code=m.trust_remote_code
         )
 
-    def _build_rollout(self):
-        """The sampler ``rollout.name`` names: ``hf`` (the actor's module, in place) or ``vllm`` (an engine in this
-        process, given the actor's weights now and after every update)."""
-        cfg = self.config
-        eos = stop_token_ids(cfg.model.path, self.tokenizer)
-        if cfg.rollout.name != "vllm":
-            return HFRollout(
-                self.rollout_module,
-                cfg.rollout,
-                pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=eos,
-                seed=self.seed,
-            )
-        from verl.workers.rollout.vllm_rollout import vLLMRollout
-
-        if self.distributed:
-            raise NotImplementedError(
-                "rollout.name=vllm runs with trainer.backend=local in this version (one process, one engine); the Ray "
-                "backend's FSDP2 workers use the HF sampler: set actor_rollout_ref.rollout.name=hf"
-            )
-        rollout = vLLMRollout(
-            cfg.model.path, cfg.rollout, eos, self.tokenizer.pad_token_id, seed=self.seed, device=self.device.type
-        )
-        self._weights_stale = True
-        return rollout
-
     def _sync_engine_weights(self) -> float:
         """Hand the actor's current weights to a vLLM engine when they changed since the last hand-over; returns
         the seconds it took (0 for the HF sampler, which samples with the actor's module itself)."""
         if not getattr(self, "_weights_stale", False):
             return 0.0
         t = time.perf_counter()
-        self.rollout.update_weights(self.actor_module.state_dict().items())
+        self.rollout.load_weights(self.actor_module.state_dict().items())
         self._weights_stale = False
         return time.perf_counter() - t
 
@@ -239,6 +230,30 @@ class ActorRolloutRefWorker(Worker):
         if timing:
             out.meta_info["timing"] = timing
         return out
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict,
+        request_id: str,
+        image_data: list | None = None,
+        video_data: list | None = None,
+        priority: int = 0,
+    ) -> TokenOutput:
+        """One request to this worker's rollout (verl's server call, ``vLLMHttpServer.generate``): what an agent loop
+        drives. In process only (``trainer.backend=local``, where the rollout samples with the actor's module in
+        place); on the Ray backend the rollout's weights are gathered collectively per batch call, so a per-request
+        call has none to use (docs/rollout.md says what is missing)."""
+        if not self._is_actor:
+            raise RuntimeError(f"role {self.role!r} has no rollout: generate needs actor_rollout or actor_rollout_ref")
+        if self.rollout_module is not self.actor_module:
+            raise NotImplementedError(
+                "per-request generate runs with trainer.backend=local only: on the Ray backend the rollout's full "
+                "weights exist only during a generate_sequences call (gathered from the FSDP shards by every rank)"
+            )
+        return await self.rollout.generate(
+            prompt_ids, sampling_params, request_id, image_data=image_data, video_data=video_data, priority=priority
+        )
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_log_prob(self, data: DataProto) -> DataProto:

@@ -79,7 +79,7 @@ def _recomputed_log_probs(model: torch.nn.Module, out: DataProto, temperature: f
 @pytest.mark.parametrize("updates", [3, 6])
 def test_greedy_vllm_equals_greedy_hf_after_actor_updates(setup, updates):
     actor = _trained_actor(setup["path"], updates)
-    loaded = setup["engine"].update_weights(actor.state_dict().items())
+    loaded = setup["engine"].load_weights(actor.state_dict().items())
     assert loaded >= len(list(actor.parameters()))
     vllm_out = setup["engine"].generate_sequences(_prompts(setup, do_sample=False))
     hf = HFRollout(actor, setup["cfg"], pad_token_id=setup["tok"].pad_token_id, eos_token_id=setup["eos"])
@@ -95,7 +95,7 @@ def test_greedy_vllm_equals_greedy_hf_after_actor_updates(setup, updates):
 
 def test_sampled_log_probs_match_the_actors_recomputation(setup):
     actor = _trained_actor(setup["path"], 2)
-    setup["engine"].update_weights(actor.state_dict().items())
+    setup["engine"].load_weights(actor.state_dict().items())
     out = setup["engine"].generate_sequences(_prompts(setup, do_sample=True, temperature=0.8, top_k=-1, top_p=1.0))
     mask = out.batch["response_mask"].bool()
     assert mask.sum() > len(PROMPTS)

@@ -124,7 +124,9 @@ class RolloutConfig(BaseConfig):
     ignore_eos: bool = False  # true: keep sampling past EOS up to response_length
     # validation sampling: greedy by default
     val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
-    mode: str = "sync"  # no effect: the HF sampler runs in the worker (sync and async alike)
+    # sync | async: the trainer samples through the batch call either way; async is verl's server mode, whose
+    # per-request generate the agent loop drives (the HF sampler serves both; docs/rollout.md)
+    mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
     tensor_model_parallel_size: int = 2  # vllm: one engine per worker here (>1 warns and runs 1); no effect with hf
@@ -133,8 +135,9 @@ class RolloutConfig(BaseConfig):
     free_cache_engine: bool = True  # vllm on GPU: sleep mode frees the KV cache while training (no-op on CPU)
     enable_chunked_prefill: bool = True  # vllm: split long prefills across engine steps
     max_num_batched_tokens: int = 8192  # vllm: tokens per engine step (at least max_model_len); hf: micro_batch_size
-    max_num_seqs: int = 1024  # vllm: sequences decoded at once
-    max_model_len: int | None = None  # vllm: context length (null: prompt_length + response_length)
+    max_num_seqs: int = 1024  # most sequences decoded at once (vllm: running sequences; hf: generate requests)
+    # most prompt + response tokens (null: vllm prompt_length + response_length; hf generate: max_position_embeddings)
+    max_model_len: int | None = None
     load_format: str = "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights given before sampling
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
     disable_log_stats: bool = True  # vLLM engine setting: no effect

@@ -2,7 +2,7 @@
 
 The engine is built once, from the policy's model directory, with its engine core in this process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so that after each actor update the new weights go into the engine's own
-model in place: `update_weights` feeds ``(name, tensor)`` pairs in buckets to the model's ``load_weights`` (vLLM's
+model in place: `load_weights` (verl's async hook: `update_weights`) feeds ``(name, tensor)`` pairs in buckets to the model's ``load_weights`` (vLLM's
 loader maps Hugging Face names, fusing q/k/v and gate/up projections) -- no disk round trip -- then drops the prefix
 cache, whose keys and values the old weights computed. ``load_format=dummy`` starts from random weights, to be
 replaced by the first update.
@@ -33,6 +33,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.utils.import_utils import require
+from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.hf_rollout import HFRollout
 
 logger = logging.getLogger(__name__)
@@ -89,8 +90,24 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
     return kwargs
 
 
-class vLLMRollout:  # noqa: N801 (verl's class name)
+class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
     """``generate_sequences(DataProto) -> DataProto`` on a vLLM engine, with in-place weight updates."""
+
+    @classmethod
+    def build_hybrid(
+        cls,
+        *,
+        module: torch.nn.Module,
+        config: Any,
+        tokenizer: Any,
+        eos_token_ids: list[int],
+        seed: int,
+        model_path: str | None = None,
+    ) -> vLLMRollout:
+        """The engine of the actor's worker: built from ``model_path`` (the policy's directory); the worker hands it
+        ``module``'s weights before it samples (`load_weights`)."""
+        device = next(module.parameters()).device.type if any(True for _ in module.parameters()) else "cpu"
+        return cls(model_path, config, eos_token_ids, tokenizer.pad_token_id, seed=seed, device=device)
 
     def __init__(
         self,
@@ -101,7 +118,7 @@ class vLLMRollout:  # noqa: N801 (verl's class name)
         seed: int = 0,
         device: str = "cpu",
     ):
-        self.config = config
+        super().__init__(config=config)
         self.eos_token_ids = list(eos_token_ids)
         self.pad_token_id = int(pad_token_id)
         self.seed = int(seed)
@@ -113,7 +130,7 @@ class vLLMRollout:  # noqa: N801 (verl's class name)
         self._response_length_set = config.response_length is not None
 
     # ---------------------------------------------------------------------------------------------- weights
-    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
         """Load ``(hf_name, tensor)`` pairs into the engine's model in place, in buckets; returns the number of
         tensors loaded. The prefix cache is dropped (its keys/values came from the old weights)."""
         counted = [0]
@@ -128,15 +145,19 @@ class vLLMRollout:  # noqa: N801 (verl's class name)
         self.llm.reset_prefix_cache()
         return counted[0]
 
-    def release(self) -> None:
+    async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], **kwargs: Any) -> None:
+        """verl's hook: `load_weights`."""
+        self.load_weights(weights)
+
+    async def release(self) -> None:
         """Give the KV cache (and weights) back while training: vLLM's sleep mode on GPUs; nothing on the CPU."""
         if self.config.free_cache_engine and not self.on_cpu and not self.sleeping:
             self.llm.sleep(level=1)
             self.sleeping = True
 
-    def resume(self) -> None:
+    async def resume(self, tags: list[str] | None = None) -> None:
         if self.sleeping:
-            self.llm.wake_up()
+            self.llm.wake_up(tags)
             self.sleeping = False
 
     def get_rng_state(self) -> torch.Tensor:
