@@ -168,7 +168,7 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
         "actor_rollout_ref.rollout.over_sample_rate=0.1",
         "actor_rollout_ref.actor.optim.optimizer=AdamW8bit",
         "critic.model.lora_rank=8",
-        "algorithm.rollout_correction.rollout_is=token",
+        "algorithm.rollout_correction.bypass_mode=true",
         "data.apply_chat_template_kwargs={enable_thinking: false}",
         "reward_model.sandbox_fusion.url=http://localhost:8080",
     ],
@@ -178,6 +178,24 @@ def test_newer_verl_keys_that_would_change_the_run_are_errors_naming_the_key(ove
     assert key in [k for k, _, _ in ERROR_UNLESS]
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         check_config(load_config("ppo_trainer", [override]))
+
+
+@pytest.mark.parametrize(
+    "override", ["algorithm.rollout_correction.rollout_is=sequence", "algorithm.rollout_correction.rollout_rs=token_k1"]
+)
+def test_rollout_correction_runs_and_is_no_ported_key_error(override):
+    """rollout_is / rollout_rs run now (docs/rollout.md); only bypass_mode stays an error."""
+    assert override.split("=")[0] not in [k for k, _, _ in ERROR_UNLESS]
+    config = load_config(
+        "ppo_trainer",
+        [
+            override,
+            "algorithm.rollout_correction.rollout_rs_threshold=0.5_2.0",
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+        ],
+    )
+    check_config(config)
+    assert warn_unimplemented_choices(config) == []
 
 
 @pytest.mark.parametrize(

@@ -73,9 +73,9 @@ _NO_PROFILING = "profiling is not wired into the trainer (benchmarks/ has profil
 _NO_LORA = "LoRA is not implemented in this version; remove the key to train every weight"
 _ADAMW_ONLY = "the optimizer is torch.optim.AdamW in this version (another optimizer would be another algorithm)"
 _NO_MOE_REPLAY = "MoE router replay is not implemented: the update's expert routing, so its gradient, would differ"
-_NO_ROLLOUT_CORRECTION = (
-    "verl's rollout correction is not implemented; actor_rollout_ref.actor.tis_imp_ratio_cap is this version's "
-    "truncated importance sampling of the sampler/trainer mismatch"
+_NO_BYPASS_MODE = (
+    "verl's bypass mode (the sampler's log-probs as the old ones) is not implemented; the decoupled correction runs: "
+    "algorithm.rollout_correction.rollout_is / rollout_rs with bypass_mode=false (docs/rollout.md)"
 )
 _NO_CUSTOM_DATASET = (
     "custom dataset classes are not supported; write the data as parquet/JSONL with verl's columns (docs/data.md)"
@@ -219,9 +219,7 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         )
     ),
     ("algorithm.use_pf_ppo", (False,), "preference-feedback PPO reweighting is not implemented in this version"),
-    ("algorithm.rollout_correction.rollout_is", (None,), _NO_ROLLOUT_CORRECTION),
-    ("algorithm.rollout_correction.rollout_rs", (None,), _NO_ROLLOUT_CORRECTION),
-    ("algorithm.rollout_correction.bypass_mode", (False,), _NO_ROLLOUT_CORRECTION),
+    ("algorithm.rollout_correction.bypass_mode", (False,), _NO_BYPASS_MODE),
     ("data.custom_cls.path", (None,), _NO_CUSTOM_DATASET),
     ("data.sampler.class_path", (None,), "custom prompt samplers are not supported: data.shuffle orders the prompts"),
     ("data.datagen.path", (None,), "generating training data during the run is not supported"),

@@ -279,7 +279,10 @@ class ActorRolloutRefWorker(Worker):
         metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
         metrics["perf/actor_optim_state_mb"] = mem["optim_bytes"] / 2**20
         self.actor_lr_scheduler.step()
-        return DataProto(meta_info={"metrics": metrics})
+        # an on-policy update computed the old log-probs the trainer skipped: they go back for its mismatch metrics
+        pre_update = self.actor.on_policy_log_probs
+        out = {} if pre_update is None else {"old_log_probs": pre_update}
+        return self.to_host(DataProto.from_dict(out, meta_info={"metrics": metrics}))
 
     @register(Dispatch.ONE_TO_ALL)
     def memory_stats(self) -> dict[str, int]:

@@ -141,7 +141,8 @@ class RolloutConfig(BaseConfig):
     load_format: str = "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights given before sampling
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
     disable_log_stats: bool = True  # vLLM engine setting: no effect
-    calculate_log_probs: bool = False  # no effect: the sampler always returns rollout_log_probs
+    # the sampler always returns rollout_log_probs; algorithm.rollout_correction's rollout_is / rollout_rs need true
+    calculate_log_probs: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # vLLM/SGLang engine arguments: no effect
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)  # multi-turn rollouts
     cudagraph_capture_sizes: list[int] | None = None  # vLLM engine setting: no effect
