@@ -130,18 +130,16 @@ class RolloutConfig(BaseConfig):
     tensor_model_parallel_size: int = 2  # vllm: one engine per worker here (>1 warns and runs 1); no effect with hf
     gpu_memory_utilization: float = 0.5  # vllm on GPU: share of device memory for weights + KV cache
     enforce_eager: bool = True  # vllm: no CUDA graphs (always eager on the CPU)
-    free_cache_engine: bool = (
-        True  # vllm on GPU: sleep mode frees the KV cache while training (hf: cache lives only while sampling)
-    )
+    # vllm on GPU: sleep mode frees the KV cache while training (hf: cache lives only while sampling)
+    free_cache_engine: bool = True
     enable_chunked_prefill: bool = True  # vllm: split long prefills across engine steps
     max_num_batched_tokens: int = 8192  # vllm: tokens per engine step (at least max_model_len); hf: micro_batch_size
     max_num_seqs: int = 1024  # vllm: sequences decoded at once
     max_model_len: int | None = None  # vllm: context length (null: prompt_length + response_length)
-    load_format: str = (
-        "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights before sampling; else the files
-    )
+    # vllm: dummy*: random start, the actor's weights before sampling; else the files
+    load_format: str = "dummy_dtensor"
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
-    disable_log_stats: bool = True  # vLLM engine setting: no effect
+    disable_log_stats: bool = True  # vllm: false records per-request timings (RequestOutput.metrics); no effect with hf
     calculate_log_probs: bool = False  # no effect: the sampler always returns rollout_log_probs
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # vLLM/SGLang engine arguments: no effect
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)  # multi-turn rollouts
