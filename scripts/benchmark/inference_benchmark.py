@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU threads per engine (OMP_NUM_THREADS)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--vllm_kv_cache_gib", type=float, help="vLLM-CPU KV cache space (VLLM_CPU_KVCACHE_SPACE; 1 here)")
+    p.add_argument(
+        "--first_token_run", action="store_true", help="also time the batch with 1 new token (TTFT cross-check)"
+    )
     p.add_argument("--timeout_s", type=float, help="give up an engine after this many seconds (a 'failed' row)")
     args = p.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
@@ -301,6 +304,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "dtype": args.dtype,
         "device": args.device,
         "threads": args.threads,
+        "first_token_run": args.first_token_run,
     }
     rows = []
     for engine in args.engines:

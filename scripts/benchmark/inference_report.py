@@ -38,6 +38,8 @@ def markdown(result: dict[str, Any]) -> str:
     model = setup["model"]
     sampling = setup["sampling"]
     prompt_tokens = setup["prompt_tokens"]
+    # the one-token batch runs only where asked for or needed: no column of dashes otherwise
+    columns = [c for c in COLUMNS if c[1] != "first_token_batch_s" or any(r.get(c[1]) is not None for r in rows)]
     lines = [
         f"### Inference benchmark: {model['path']}",
         "",
@@ -51,16 +53,16 @@ def markdown(result: dict[str, Any]) -> str:
         f"{sampling['temperature']:g}, top_p {sampling['top_p']:g}, seed {sampling['seed']}; {setup['dtype']} on "
         f"{setup['device']}, {setup['threads']} threads per engine; median of {setup['repeats']} timed batch(es))",
         "",
-        "| engine | status | " + " | ".join(header for header, _, _ in COLUMNS) + " |",
-        "|---|---|" + "---|" * len(COLUMNS),
+        "| engine | status | " + " | ".join(header for header, _, _ in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
     ]
     for row in rows:
         name = row["engine"] + (f" {row['version']}" if row.get("version") else "")
         if row["status"] != "ok":
             status = f"{row['status']}: {row.get('reason', '')}".replace("|", "/")
-            lines.append(f"| {name} | {status} |" + " |" * len(COLUMNS))
+            lines.append(f"| {name} | {status} |" + " |" * len(columns))
             continue
-        cells = [_cell(row.get(key), decimals) for _, key, decimals in COLUMNS]
+        cells = [_cell(row.get(key), decimals) for _, key, decimals in columns]
         status = "ok" if row.get("ttft_source") == "request clock" else f"ok (TTFT: {row.get('ttft_source')})"
         lines.append(f"| {name} | {status} | " + " | ".join(cells) + " |")
     lines += ["", "Definitions:", ""] + [f"- `{key}`: {text}" for key, text in result["definitions"].items()]
