@@ -140,7 +140,7 @@ class RolloutConfig(BaseConfig):
     max_model_len: int | None = None
     load_format: str = "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights given before sampling
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
-    disable_log_stats: bool = True  # vLLM engine setting: no effect
+    disable_log_stats: bool = True  # vllm: false records per-request timings (RequestOutput.metrics); no effect with hf
     # the sampler always returns rollout_log_probs; algorithm.rollout_correction's rollout_is / rollout_rs need true
     calculate_log_probs: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # vLLM/SGLang engine arguments: no effect

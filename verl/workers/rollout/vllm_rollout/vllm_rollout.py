@@ -72,6 +72,8 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
         "load_format": "dummy" if str(cfg.load_format).startswith("dummy") else "auto",
         "seed": int(seed),
         "logprobs_mode": "processed_logprobs",
+        # false: each RequestOutput carries its timing (metrics: first/last token times); the benchmark reads them
+        "disable_log_stats": bool(getattr(cfg, "disable_log_stats", True)),
         "trust_remote_code": bool(getattr(cfg, "trust_remote_code", False)),
     }
     if cfg.max_num_batched_tokens:
