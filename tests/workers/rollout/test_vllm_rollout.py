@@ -8,6 +8,7 @@ sample_index): same seed, same samples, however the batch is split.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from verl.utils.config import load_config  # noqa: E402
 from verl.utils.model import load_tokenizer, resolve_model_path  # noqa: E402
 from verl.workers.fsdp_workers import stop_token_ids  # noqa: E402
 from verl.workers.rollout.hf_rollout import HFRollout  # noqa: E402
-from verl.workers.rollout.vllm_rollout import vLLMRollout  # noqa: E402
+from verl.workers.rollout.vllm_rollout.vllm_rollout import shutdown_vllm_process_group, vLLMRollout  # noqa: E402
 
 PROMPTS = ["What is 12 + 7?", "Compute 3 * 4 - 2.", "1+1=", "What is 45 - 19?", "Add 8 and 9."]
 
@@ -42,7 +43,10 @@ def setup():
         for p in PROMPTS
     ]
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    return {"path": path, "tok": tokenizer, "cfg": rollout_cfg, "eos": eos, "engine": engine, "enc": enc}
+    yield {"path": path, "tok": tokenizer, "cfg": rollout_cfg, "eos": eos, "engine": engine, "enc": enc}
+    del engine
+    gc.collect()
+    shutdown_vllm_process_group()  # later tests in this process see no process group
 
 
 def _prompts(setup, **meta) -> DataProto:

