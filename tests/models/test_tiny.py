@@ -1,3 +1,4 @@
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -39,3 +40,11 @@ def test_same_seed_same_weights_and_llama_arch(tmp_path):
     path = save_tiny_model(str(tmp_path / "llama"), TinyModelConfig(arch="llama", hidden_size=64, num_layers=1))
     assert AutoModelForCausalLM.from_pretrained(path).config.model_type == "llama"
     assert (tmp_path / "llama" / "model.safetensors").exists()
+
+
+def test_vocab_size_pads_the_embedding_and_cannot_drop_tokens():
+    tok = build_tokenizer()
+    model = build_tiny_model(tok, TinyModelConfig(hidden_size=32, num_layers=1, intermediate_size=64, vocab_size=1000))
+    assert model.config.vocab_size == 1000 and model.get_input_embeddings().weight.shape == (1000, 32)
+    with pytest.raises(ValueError, match="vocab_size=10 is smaller than the tokenizer's 259 tokens"):
+        build_tiny_model(tok, TinyModelConfig(vocab_size=10))

@@ -23,6 +23,9 @@ def test_builtin_tiny_model_is_cached_and_deterministic():
     b = resolve_model_path("builtin://tiny-qwen2?hidden_size=64&num_layers=1")
     assert a == b and os.path.isfile(os.path.join(a, "model.safetensors"))
     assert load_causal_lm(a).config.hidden_size == 64
+    assert os.path.basename(a) == "tiny-qwen2-b730135866"  # the name it had before vocab_size existed: caches stay
+    wide = resolve_model_path("builtin://tiny-qwen2?hidden_size=32&num_layers=1&intermediate_size=64&vocab_size=300")
+    assert load_causal_lm(wide).config.vocab_size == 300
     with pytest.raises(ValueError, match="unknown parameter 'hiden_size'"):
         resolve_model_path("builtin://tiny-qwen2?hiden_size=64")
     with pytest.raises(FileNotFoundError, match="unknown built-in model"):

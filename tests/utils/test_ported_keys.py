@@ -1,6 +1,7 @@
 """Scripts written for public verl run here: its keys load, the deprecated ones map as in verl, and a value this
 version cannot honour warns (same algorithm) or is an error naming the key (another algorithm)."""
 
+import importlib.util
 import logging
 
 import pytest
@@ -73,16 +74,30 @@ VERL_GRPO_EXTRA = [
 def test_verl_quickstart_and_grpo_example_keys_load_and_pass_the_checks():
     config = load_config("ppo_trainer", VERL_QUICKSTART + VERL_GRPO_EXTRA)
     apply_deprecated_micro_batch_sizes(config)
+    if importlib.util.find_spec("vllm") is None:  # verl's examples roll out with vLLM: without it, one clear error
+        with pytest.raises(ConfigError, match="rollout.name=vllm but vLLM is not installed: pip install vllm"):
+            check_config(config)
+        config.actor_rollout_ref.rollout.name = "hf"
     check_config(config)
     messages = warn_unimplemented_choices(config)
-    # vllm runs on the HF sampler, said once; epochs are not what sets the length here, said too; nothing else warns
-    assert [m.split("=")[0] for m in messages] == ["actor_rollout_ref.rollout.name", "trainer.total_epochs"]
-    assert "total_training_steps=null" in messages[1]
+    # epochs are not what sets the length here, said once; nothing else warns
+    assert [m.split("=")[0] for m in messages] == ["trainer.total_epochs"]
+    assert "total_training_steps=null" in messages[0]
     assert config.actor_rollout_ref.rollout.gpu_memory_utilization == 0.4
 
 
 def test_default_config_warns_about_nothing():
     assert warn_unimplemented_choices(load_config("ppo_trainer")) == []
+
+
+def test_rollout_mode_async_runs_without_a_warning_and_another_mode_is_an_error():
+    config = load_config("ppo_trainer", ["actor_rollout_ref.rollout.mode=async"])
+    check_config(config)
+    assert warn_unimplemented_choices(config) == []
+    with pytest.raises(
+        ConfigError, match=r"actor_rollout_ref\.rollout\.mode=server: the rollout modes are sync and async"
+    ):
+        check_config(load_config("ppo_trainer", ["actor_rollout_ref.rollout.mode=server"]))
 
 
 def test_deprecated_global_micro_batch_sizes_split_over_the_workers_as_in_verl(caplog):
@@ -153,7 +168,7 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
         "actor_rollout_ref.rollout.over_sample_rate=0.1",
         "actor_rollout_ref.actor.optim.optimizer=AdamW8bit",
         "critic.model.lora_rank=8",
-        "algorithm.rollout_correction.rollout_is=token",
+        "algorithm.rollout_correction.bypass_mode=true",
         "data.apply_chat_template_kwargs={enable_thinking: false}",
         "reward_model.sandbox_fusion.url=http://localhost:8080",
     ],
@@ -163,6 +178,24 @@ def test_newer_verl_keys_that_would_change_the_run_are_errors_naming_the_key(ove
     assert key in [k for k, _, _ in ERROR_UNLESS]
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         check_config(load_config("ppo_trainer", [override]))
+
+
+@pytest.mark.parametrize(
+    "override", ["algorithm.rollout_correction.rollout_is=sequence", "algorithm.rollout_correction.rollout_rs=token_k1"]
+)
+def test_rollout_correction_runs_and_is_no_ported_key_error(override):
+    """rollout_is / rollout_rs run now (docs/rollout.md); only bypass_mode stays an error."""
+    assert override.split("=")[0] not in [k for k, _, _ in ERROR_UNLESS]
+    config = load_config(
+        "ppo_trainer",
+        [
+            override,
+            "algorithm.rollout_correction.rollout_rs_threshold=0.5_2.0",
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+        ],
+    )
+    check_config(config)
+    assert warn_unimplemented_choices(config) == []
 
 
 @pytest.mark.parametrize(

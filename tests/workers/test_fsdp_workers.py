@@ -1,11 +1,13 @@
 """The hybrid engine: the rollout samples with the actor's own module, so an update is seen by the next rollout."""
 
+import pytest
 import torch
 
 from verl.protocol import DataProto
 from verl.utils.config import load_config
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_prompts
-from verl.workers.fsdp_workers import ActorRolloutRefWorker
+from verl.workers.fsdp_workers import ActorRolloutRefWorker, rollout_engine
+from verl.workers.rollout import HFRollout
 
 
 def test_rollout_shares_the_actor_weights_in_place():
@@ -162,7 +164,16 @@ def test_override_config_reaches_the_loaded_models_and_bad_keys_are_named():
 def test_unimplemented_choices_of_ported_scripts_run_with_a_warning():
     from verl.trainer.main_ppo import warn_unimplemented_choices
 
-    cfg = load_config("ppo_trainer", ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.actor.strategy=fsdp"])
+    cfg = load_config("ppo_trainer", ["actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.actor.strategy=fsdp"])
     messages = warn_unimplemented_choices(cfg)
-    assert len(messages) == 1 and messages[0].startswith("actor_rollout_ref.rollout.name=vllm: sampling runs on")
+    assert len(messages) == 1 and messages[0].startswith("actor_rollout_ref.rollout.name=sglang: sampling runs on")
+    assert warn_unimplemented_choices(load_config("ppo_trainer", ["actor_rollout_ref.rollout.name=vllm"])) == []
     assert warn_unimplemented_choices(load_config("ppo_trainer")) == []
+
+
+def test_the_rollout_engine_comes_from_the_registry_and_unwired_names_run_the_hf_sampler():
+    assert rollout_engine("hf", "sync") is HFRollout and rollout_engine("hf", "async") is HFRollout
+    assert rollout_engine("sglang", "async") is HFRollout  # the config check has warned that the HF sampler runs
+    assert rollout_engine("vllm", "sync").__name__ == "vLLMRollout"  # resolving it does not import vLLM
+    with pytest.raises(ValueError, match=r"rollout\.mode='server'"):
+        rollout_engine("hf", "server")

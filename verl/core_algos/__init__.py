@@ -21,8 +21,12 @@ it), so the trainer, the workers and ``verl.utils`` may all import it. One modul
     policy_loss_dppo         DPPO (binary TV / binary KL trust regions)
     kl                       KL estimates, KL controllers, the KL-shaped reward
     value_loss               value loss, entropy loss, DAPO's overlong penalty
+    rollout_ratios           the sampler/trainer log ratio per token, its k1/k2/k3 divergences, per-row aggregates
+    rollout_correction       importance weights and rejection against that mismatch (``algorithm.rollout_correction``)
+    rollout_correction_metrics   the mismatch and correction metrics (``rollout_corr/*``, ``training/rollout_*``)
 
-``verl.trainer.ppo.core_algos`` re-exports the same objects (same registries) under verl's old module path.
+``verl.trainer.ppo.core_algos`` re-exports the same objects (same registries) under verl's old module path; the
+rollout-correction modules are imported by name (verl's path for them is ``verl.trainer.ppo.rollout_corr_helper``).
 """
 
 from .advantage import (

@@ -66,11 +66,19 @@ class TinyModelConfig:
     max_position_embeddings: int = 512
     tie_word_embeddings: bool = True
     seed: int = 0
+    # None: the tokenizer's 259 tokens. A larger vocabulary (e.g. Qwen2.5's 151936) gives a random model a real
+    # model's embedding and lm_head cost; ids past the tokenizer's decode to nothing.
+    vocab_size: int | None = None
 
 
 def build_model_config(tokenizer: PreTrainedTokenizerFast, cfg: TinyModelConfig):
+    if cfg.vocab_size is not None and cfg.vocab_size < len(tokenizer):
+        raise ValueError(
+            f"TinyModelConfig.vocab_size={cfg.vocab_size} is smaller than the tokenizer's {len(tokenizer)} tokens: "
+            "leave it None or raise it"
+        )
     common = dict(
-        vocab_size=len(tokenizer),
+        vocab_size=cfg.vocab_size or len(tokenizer),
         hidden_size=cfg.hidden_size,
         num_hidden_layers=cfg.num_layers,
         num_attention_heads=cfg.num_heads,
@@ -151,6 +159,8 @@ def main(argv: list[str] | None = None) -> None:
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
             parser.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=value)
+        elif value is None:  # vocab_size: an int when given
+            parser.add_argument(flag, type=int, default=None)
         else:
             parser.add_argument(flag, type=type(value), default=value)
     args = vars(parser.parse_args(argv))

@@ -86,9 +86,14 @@ def _resolve_builtin_model(spec: str) -> str:
         if key not in known or key == "arch":
             raise ValueError(f"{spec!r}: unknown parameter {key!r}; valid: {sorted(k for k in known if k != 'arch')}")
         default = getattr(TinyModelConfig(), key)
-        kwargs[key] = value.lower() in ("1", "true", "yes") if isinstance(default, bool) else type(default)(value)
+        if isinstance(default, bool):
+            kwargs[key] = value.lower() in ("1", "true", "yes")
+        else:
+            kwargs[key] = int(value) if default is None else type(default)(value)  # None: vocab_size, an int
     cfg = TinyModelConfig(**kwargs)
-    digest = hashlib.sha1(repr(sorted(vars(cfg).items())).encode()).hexdigest()[:10]
+    # fields left at None stay out of the key, so adding an optional field keeps every cached directory's name
+    settings = sorted((k, v) for k, v in vars(cfg).items() if v is not None)
+    digest = hashlib.sha1(repr(settings).encode()).hexdigest()[:10]
     out_dir = os.path.join(verl_cache_dir(), "models", f"{name}-{digest}")
     if not os.path.isfile(os.path.join(out_dir, "config.json")):
         os.makedirs(os.path.dirname(out_dir), exist_ok=True)

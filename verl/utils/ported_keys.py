@@ -73,9 +73,9 @@ _NO_PROFILING = "profiling is not wired into the trainer (benchmarks/ has profil
 _NO_LORA = "LoRA is not implemented in this version; remove the key to train every weight"
 _ADAMW_ONLY = "the optimizer is torch.optim.AdamW in this version (another optimizer would be another algorithm)"
 _NO_MOE_REPLAY = "MoE router replay is not implemented: the update's expert routing, so its gradient, would differ"
-_NO_ROLLOUT_CORRECTION = (
-    "verl's rollout correction is not implemented; actor_rollout_ref.actor.tis_imp_ratio_cap is this version's "
-    "truncated importance sampling of the sampler/trainer mismatch"
+_NO_BYPASS_MODE = (
+    "verl's bypass mode (the sampler's log-probs as the old ones) is not implemented; the decoupled correction runs: "
+    "algorithm.rollout_correction.rollout_is / rollout_rs with bypass_mode=false (docs/rollout.md)"
 )
 _NO_CUSTOM_DATASET = (
     "custom dataset classes are not supported; write the data as parquet/JSONL with verl's columns (docs/data.md)"
@@ -86,9 +86,9 @@ _FSDP_SECTIONS = (f"{ARR}.actor.fsdp_config", f"{ARR}.ref.fsdp_config", "critic.
 WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
     (
         f"{ARR}.rollout.name",
-        ("hf",),
+        ("hf", "vllm"),
         "sampling runs on the built-in HF KV-cache sampler (same sampling "
-        "semantics: temperature, top-k, top-p, n); vLLM and SGLang engines are not wired in this version",
+        "semantics: temperature, top-k, top-p, n); SGLang is not wired in this version (vLLM is: rollout.name=vllm)",
     ),
     (
         f"{ARR}.actor.strategy",
@@ -189,6 +189,12 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         "custom agent loops are not implemented in this version; the single-turn sampler runs in the actor's worker",
     ),
     (
+        f"{ARR}.rollout.mode",
+        ("sync", "async"),
+        "the rollout modes are sync and async (the trainer's batch call runs in both; async is verl's server mode, "
+        "whose per-request generate an agent loop drives)",
+    ),
+    (
         f"{ARR}.rollout.over_sample_rate",
         (0,),
         "over-sampling and dropping the slowest responses is not implemented: every sampled response is trained on",
@@ -213,9 +219,7 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         )
     ),
     ("algorithm.use_pf_ppo", (False,), "preference-feedback PPO reweighting is not implemented in this version"),
-    ("algorithm.rollout_correction.rollout_is", (None,), _NO_ROLLOUT_CORRECTION),
-    ("algorithm.rollout_correction.rollout_rs", (None,), _NO_ROLLOUT_CORRECTION),
-    ("algorithm.rollout_correction.bypass_mode", (False,), _NO_ROLLOUT_CORRECTION),
+    ("algorithm.rollout_correction.bypass_mode", (False,), _NO_BYPASS_MODE),
     ("data.custom_cls.path", (None,), _NO_CUSTOM_DATASET),
     ("data.sampler.class_path", (None,), "custom prompt samplers are not supported: data.shuffle orders the prompts"),
     ("data.datagen.path", (None,), "generating training data during the run is not supported"),

@@ -29,7 +29,7 @@ from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RefConfig, RewardModelConfig, RolloutConfig
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
-from verl.workers.rollout.hf_rollout import HFRollout
+from verl.workers.rollout.base import BaseRollout, TokenOutput, get_rollout_class, registered_rollouts
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +90,15 @@ def stop_token_ids(model_path: str, tokenizer) -> list[int]:
         if e is not None and int(e) not in ids:
             ids.append(int(e))
     return ids
+
+
+def rollout_engine(name: str, mode: str) -> type[BaseRollout]:
+    """The engine class of ``rollout.name``/``rollout.mode``. A name no engine is registered for runs the HF sampler
+    (the config check has already warned that it does: ``verl.utils.ported_keys``); a bad mode is an error."""
+    if (name, mode) not in registered_rollouts() and mode in ("sync", "async"):
+        logger.info("rollout.name=%s is not a registered engine: the HF sampler runs", name)
+        name = "hf"
+    return get_rollout_class(name, mode)
 
 
 def _set_params(module: torch.nn.Module, state: dict[str, torch.Tensor] | None) -> None:
@@ -157,13 +166,15 @@ class ActorRolloutRefWorker(Worker):
                 use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
-            self.rollout = HFRollout(
-                self.rollout_module,
-                cfg.rollout,
-                pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=stop_token_ids(cfg.model.path, self.tokenizer),
+            self.rollout: BaseRollout = rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
+                module=self.rollout_module,
+                config=cfg.rollout,
+                tokenizer=self.tokenizer,
+                eos_token_ids=stop_token_ids(cfg.model.path, self.tokenizer),
                 seed=self.seed,
+                model_path=cfg.model.path,
             )
+            self._weights_stale = cfg.rollout.name == "vllm"  # an engine with its own weights gets the actor's
         if self._is_ref:
             self.ref_module = self._load_policy()
             self.ref_module.requires_grad_(False)
@@ -185,6 +196,16 @@ class ActorRolloutRefWorker(Worker):
             m.path, dtype=m.dtype, override_config=dict(m.override_config), trust_remote_code=m.trust_remote_code
         )
 
+    def _sync_engine_weights(self) -> float:
+        """Hand the actor's current weights to a vLLM engine when they changed since the last hand-over; returns
+        the seconds it took (0 for the HF sampler, which samples with the actor's module itself)."""
+        if not getattr(self, "_weights_stale", False):
+            return 0.0
+        t = time.perf_counter()
+        self.rollout.load_weights(self.actor_module.state_dict().items())
+        self._weights_stale = False
+        return time.perf_counter() - t
+
     def _gather_rollout_weights(self) -> None:
         if self.rollout_module is not self.actor_module:
             _set_params(self.rollout_module, full_state_dict(self.actor_module))
@@ -198,13 +219,41 @@ class ActorRolloutRefWorker(Worker):
         t = time.perf_counter()
         self._gather_rollout_weights()
         reshard_s = time.perf_counter() - t
+        update_s = self._sync_engine_weights()
         try:
             out = self.rollout.generate_sequences(prompts)
         finally:
             self._free_rollout_weights()
-        if self.distributed:
-            out.meta_info["timing"] = {"reshard": reshard_s}
+        timing = {"reshard": reshard_s} if self.distributed else {}
+        if self.config.rollout.name == "vllm":
+            timing["update_weights"] = update_s
+        if timing:
+            out.meta_info["timing"] = timing
         return out
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict,
+        request_id: str,
+        image_data: list | None = None,
+        video_data: list | None = None,
+        priority: int = 0,
+    ) -> TokenOutput:
+        """One request to this worker's rollout (verl's server call, ``vLLMHttpServer.generate``): what an agent loop
+        drives. In process only (``trainer.backend=local``, where the rollout samples with the actor's module in
+        place); on the Ray backend the rollout's weights are gathered collectively per batch call, so a per-request
+        call has none to use (docs/rollout.md says what is missing)."""
+        if not self._is_actor:
+            raise RuntimeError(f"role {self.role!r} has no rollout: generate needs actor_rollout or actor_rollout_ref")
+        if self.rollout_module is not self.actor_module:
+            raise NotImplementedError(
+                "per-request generate runs with trainer.backend=local only: on the Ray backend the rollout's full "
+                "weights exist only during a generate_sequences call (gathered from the FSDP shards by every rank)"
+            )
+        return await self.rollout.generate(
+            prompt_ids, sampling_params, request_id, image_data=image_data, video_data=video_data, priority=priority
+        )
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_log_prob(self, data: DataProto) -> DataProto:
@@ -224,12 +273,16 @@ class ActorRolloutRefWorker(Worker):
         meta = {"temperature": log_prob_temperature(self.config.rollout), **data.meta_info}
         data = DataProto(None if data.batch is None else data.batch.copy(), data.non_tensor_batch, meta)
         metrics = self.actor.update_policy(self.to_device(data))
+        self._weights_stale = self.config.rollout.name == "vllm"  # the engine gets them before it samples again
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
         metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
         metrics["perf/actor_optim_state_mb"] = mem["optim_bytes"] / 2**20
         self.actor_lr_scheduler.step()
-        return DataProto(meta_info={"metrics": metrics})
+        # an on-policy update computed the old log-probs the trainer skipped: they go back for its mismatch metrics
+        pre_update = self.actor.on_policy_log_probs
+        out = {} if pre_update is None else {"old_log_probs": pre_update}
+        return self.to_host(DataProto.from_dict(out, meta_info={"metrics": metrics}))
 
     @register(Dispatch.ONE_TO_ALL)
     def memory_stats(self) -> dict[str, int]:
@@ -266,6 +319,7 @@ class ActorRolloutRefWorker(Worker):
         load_dcp(os.path.join(local_path, "dcp"), self.actor_module, self.actor_optimizer)
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
         self.rollout.set_rng_state(extra["rollout_rng"])
+        self._weights_stale = self.config.rollout.name == "vllm"
 
 
 class CriticWorker(Worker):

@@ -55,8 +55,23 @@ def test_skipped_pass_gives_the_same_step(tmp_path):
         ["actor_rollout_ref.actor.ppo_mini_batch_size=2"],  # two mini-batches: the second is off-policy
         ["actor_rollout_ref.actor.ppo_epochs=2"],
         ["algorithm.use_kl_in_reward=true"],  # the reward's KL reads old_log_probs before the update
+        [  # rollout correction weighs and rejects by old_log_probs before the update
+            "algorithm.rollout_correction.rollout_rs=token_k3",
+            "algorithm.rollout_correction.rollout_rs_threshold=1.0",
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+        ],
     ],
 )
 def test_not_skipped_when_not_provably_on_policy(tmp_path, extra):
     _, _, calls = one_step(tmp_path, *extra)
     assert calls == 1
+
+
+def test_skipped_pass_still_measures_the_rollout_mismatch(tmp_path):
+    """The on-policy update returns the log-probs it used as old ones: the same mismatch metrics as the pass."""
+    skipped, _, _ = one_step(tmp_path / "a")
+    explicit, _, _ = one_step(tmp_path / "b", "actor_rollout_ref.actor.skip_old_log_prob_on_policy=false")
+    keys = [k for k in explicit if k.startswith(("training/rollout", "rollout_corr/"))]
+    assert len(keys) == 18
+    for key in keys:
+        assert skipped[key] == pytest.approx(explicit[key], rel=1e-4, abs=1e-6), key

@@ -12,7 +12,7 @@ from rollout_helpers import make_prompts
 from verl.models.tiny import TinyModelConfig, save_tiny_model
 from verl.utils.config import load_config
 from verl.utils.model import ASSETS_DIR, load_causal_lm, load_tokenizer
-from verl.workers.rollout import HFRollout
+from verl.workers.rollout import HFRollout, kv_cache
 from verl.workers.rollout import hf_rollout as hf_rollout_module
 
 SHIPPED = f"{ASSETS_DIR}/tiny-qwen2-arith-sft"
@@ -349,21 +349,21 @@ def test_cache_row_selection_support(shipped):
     with torch.no_grad():
         out = model(input_ids=torch.tensor([[5, 6, 7], [8, 9, 10]]), use_cache=True)
     cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-    assert isinstance(cache, DynamicCache) and hf_rollout_module._can_select_rows(cache)
+    assert isinstance(cache, DynamicCache) and kv_cache.can_select_rows(cache)
     key0 = cache.layers[0].keys.clone()
-    hf_rollout_module._select_rows(cache, torch.tensor([1]))
+    kv_cache.select_rows(cache, torch.tensor([1]))
     assert torch.equal(cache.layers[0].keys, key0[1:])
-    assert not hf_rollout_module._can_select_rows(StaticCache(config=model.config, max_cache_len=16))
+    assert not kv_cache.can_select_rows(StaticCache(config=model.config, max_cache_len=16))
     legacy = ((torch.randn(3, 2, 4, 8), torch.randn(3, 2, 4, 8)),)
-    assert hf_rollout_module._can_select_rows(legacy)
-    assert torch.equal(hf_rollout_module._select_rows(legacy, torch.tensor([0, 2]))[0][1], legacy[0][1][[0, 2]])
+    assert kv_cache.can_select_rows(legacy)
+    assert torch.equal(kv_cache.select_rows(legacy, torch.tensor([0, 2]))[0][1], legacy[0][1][[0, 2]])
 
 
 def test_plain_fallback_when_cache_cannot_select_rows(shipped, monkeypatch):
     model, tokenizer = shipped
     prompts = make_prompts(tokenizer, QUESTIONS)
     expected = make_rollout(model, tokenizer, do_sample=False).generate_sequences(prompts).batch
-    monkeypatch.setattr(hf_rollout_module, "_can_select_rows", lambda cache: False)
+    monkeypatch.setattr(hf_rollout_module, "can_select_rows", lambda cache: False)
     rollout = make_rollout(model, tokenizer, do_sample=False)
     out, sizes = generate_counting_batches(rollout, prompts)
     assert set(sizes) == {len(QUESTIONS)}

@@ -70,7 +70,9 @@ class Worker:
 
     @property
     def distributed(self) -> bool:
-        return _dist_up()
+        """Whether this worker is one rank of a process group it shards over. A worker of the local backend never
+        is, even when a library in the process (vLLM's engine) has started a one-process group of its own."""
+        return _dist_up() and not getattr(self, "_local_backend", False)
 
     @property
     def device(self) -> torch.device:

@@ -94,6 +94,8 @@ class LocalWorkerGroup:
         self.roles = dict(roles)
         self.world_size = 1
         self._workers = {name: spec.build(device) for name, spec in self.roles.items()}
+        for worker in self._workers.values():
+            worker._local_backend = True  # one process: never a shard of a process group
 
     def role(self, name: str) -> RoleWorkerGroup:
         if name not in self.roles:

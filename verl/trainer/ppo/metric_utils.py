@@ -86,7 +86,7 @@ def compute_data_metrics(batch: DataProto, use_critic: bool = True) -> dict[str,
 
 
 # stages not proportional to the batch's tokens: no per-token figure
-_NOT_PER_TOKEN = frozenset({"step", "testing", "save_checkpoint", "ray_overhead", "reshard"})
+_NOT_PER_TOKEN = frozenset({"step", "testing", "save_checkpoint", "ray_overhead", "reshard", "update_weights"})
 
 
 def compute_timing_metrics(batch: DataProto, timing_raw: dict[str, float]) -> dict[str, float]:

@@ -4,8 +4,8 @@ The class keeps verl's name (``RayPPOTrainer``) so ported scripts find it, but i
 calls worker-group methods (``generate_sequences``, ``compute_log_prob``, ``update_actor``, ...) on whatever backend
 built them (``verl.trainer.ppo.roles``). ``fit`` loops ``step``; ``step`` is the dataflow as the papers draw it:
 
-    generate -> compute_reward -> compute_old_log_prob -> compute_ref_log_prob -> compute_values
-             -> compute_advantage -> update_critic -> update_actor
+    generate -> compute_reward -> compute_old_log_prob -> apply_rollout_correction -> compute_ref_log_prob
+             -> compute_values -> compute_advantage -> update_critic -> update_actor
 
 Step callbacks (:mod:`verl.engine.callbacks`) run at ``on_rewards`` (before advantages), ``on_advantages`` (before
 the updates), ``on_validation`` and ``on_step_end``; evaluators add ``eval/<name>_*`` metrics to each validation.
@@ -26,12 +26,13 @@ from verl.core_algos import AdvantageEstimator  # noqa: F401 (verl's names, impo
 from verl.engine.callbacks import run_callbacks
 from verl.protocol import DataProto
 from verl.single_controller.base.decorator import with_mini_batch_rows
-from verl.trainer.ppo import advantage
+from verl.trainer.ppo import advantage, rollout_correction
 from verl.trainer.ppo import reward as reward_stage
 from verl.trainer.ppo.advantage import apply_kl_penalty, compute_advantage, compute_response_mask  # noqa: F401
 from verl.trainer.ppo.checkpointing import RunCheckpoints, controller_state, restore_controller_state
 from verl.trainer.ppo.dynamic_sampling import sample_varied_groups
 from verl.trainer.ppo.metric_utils import StepTimer, reduce_metrics, step_data_metrics
+from verl.trainer.ppo.old_log_prob import old_log_prob_is_current
 from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward  # noqa: F401
 from verl.trainer.ppo.roles import ResourcePoolManager, Role, init_workers, uses_critic, uses_reference_policy  # noqa: F401
 from verl.trainer.ppo.run_log import RunLog
@@ -146,6 +147,7 @@ class RayPPOTrainer:
             batch = self.generate_and_score(prompts)  # generate -> compute_reward (DAPO: until groups vary)
             dump_generations(batch, self.config.trainer.rollout_data_dir, self.global_steps, self.tokenizer)
             batch = self.compute_old_log_prob(batch)
+            batch = self.apply_rollout_correction(batch)  # mismatch metrics; importance weights, rejection
             batch = self.compute_ref_log_prob(batch)
             batch = self.compute_values(batch)
             batch = self.compute_advantage(batch)
@@ -218,13 +220,23 @@ class RayPPOTrainer:
     def compute_old_log_prob(self, batch: DataProto) -> DataProto:
         """``old_log_probs`` of the responses under the policy that sampled them (and the entropy metric)."""
         with self.timer("old_log_prob"):
-            if self._old_log_prob_is_current(batch):
+            if old_log_prob_is_current(self.config, len(batch), bool(self.callbacks)):
                 return batch  # the actor's update computes them (and the entropy metric) in its own pass
             old = self.actor_rollout_wg.compute_log_prob(batch)
             entropy = old.batch.pop("entropys")
             mask, mode = batch.batch["response_mask"].float(), self.config.actor_rollout_ref.actor.loss_agg_mode
             self.metrics["actor/entropy"] = core_algos.agg_loss(entropy, mask, mode).item()
             return batch.union(old)
+
+    def apply_rollout_correction(self, batch: DataProto) -> DataProto:
+        """The sampler's log-probs against the old ones: mismatch metrics, and ``algorithm.rollout_correction``'s
+        ``rollout_is_weights`` and rejection from ``response_mask`` (``verl.trainer.ppo.rollout_correction``)."""
+        with self.timer("rollout_corr"):
+            batch, metrics = rollout_correction.apply_rollout_correction(
+                batch, self.config.algorithm.rollout_correction
+            )
+        self.metrics.update(metrics)
+        return batch
 
     def compute_ref_log_prob(self, batch: DataProto) -> DataProto:
         """``ref_log_prob`` and, for callbacks, ``token_level_kl``: the ``algorithm.kl_penalty`` estimate per token."""
@@ -272,6 +284,7 @@ class RayPPOTrainer:
             mini = self.config.actor_rollout_ref.actor.ppo_mini_batch_size
             out = self.actor_rollout_wg.update_actor(with_mini_batch_rows(batch, mini))
         self.metrics.update(reduce_metrics(out.meta_info["metrics"]))
+        self.metrics.update(rollout_correction.mismatch_metrics_after_update(batch, out))  # a skipped old pass
 
     # ------------------------------------------------------------------------------------------------ stage parts
     def _score(self, batch: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
@@ -282,22 +295,6 @@ class RayPPOTrainer:
         cfg = self.config
         shaping = (cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
         return (score + reward_stage.overlong_penalty(response_mask, *shaping)) / cfg.algorithm.reward_temp
-
-    def _old_log_prob_is_current(self, batch: DataProto) -> bool:
-        """Whether the old-log-prob pass would equal the update's own log-probs: one PPO epoch over exactly one
-        mini-batch (the update runs on the weights that sampled), no KL in the reward and no step callbacks (both
-        read ``old_log_probs`` before the update). The actor then uses its current log-probs, detached, as
-        ``old_log_probs`` (models without dropout, as Qwen2/Llama configs). ``actor.skip_old_log_prob_on_policy``
-        turns it off."""
-        a = self.config.actor_rollout_ref.actor
-        n = self.config.actor_rollout_ref.rollout.n
-        return (
-            a.skip_old_log_prob_on_policy
-            and a.ppo_epochs == 1
-            and a.ppo_mini_batch_size * n >= len(batch)
-            and not self.config.algorithm.use_kl_in_reward
-            and not self.callbacks
-        )
 
     def dp_world_size(self) -> int:
         """Data-parallel workers the update batches are split over (1 with the local backend: check_ppo_config)."""

@@ -134,6 +134,8 @@ class DataParallelPPOActor:
         self.config: FSDPActorConfig = omega_conf_to_dataclass(config, FSDPActorConfig)
         self.actor_module = actor_module
         self._warned_agg_mode = False
+        # (bs, R) log-probs before the last update when it was on-policy (no old_log_probs given), else None
+        self.on_policy_log_probs: torch.Tensor | None = None
         self.actor_optimizer = actor_optimizer
         self.use_remove_padding = bool(use_remove_padding)
         self.use_shared_prefix = bool(use_shared_prefix)
@@ -206,7 +208,9 @@ class DataParallelPPOActor:
         Needs ``responses``, ``response_mask``, ``input_ids``, ``attention_mask``, ``position_ids``,
         ``old_log_probs``, ``advantages`` and, with ``use_kl_loss``, ``ref_log_prob``. Without ``old_log_probs``
         (the trainer skipped the old-log-prob pass because the update is exactly on-policy: one epoch, one
-        mini-batch) the current log-probs, detached, stand in for them, and ``actor/entropy`` comes from this pass.
+        mini-batch) the current log-probs, detached, stand in for them, ``actor/entropy`` comes from this pass and
+        ``on_policy_log_probs`` keeps them (batch order) for the trainer's mismatch metrics. ``rollout_is_weights``
+        (the trainer's rollout correction), when the batch has them, multiply each token's policy loss.
 
         Each micro-batch's loss is weighted by `core_algos.micro_batch_loss_weight` (over all data-parallel ranks), so
         the accumulated gradient equals the whole mini-batch's, for fixed-size and token-budget (``use_dynamic_bsz``)
@@ -228,6 +232,14 @@ class DataParallelPPOActor:
             keys.append("old_log_probs")
         if cfg.use_kl_loss:
             keys.append("ref_log_prob")
+        if "rollout_is_weights" in data.batch:  # the trainer's rollout correction (algorithm.rollout_correction)
+            if cfg.tis_imp_ratio_cap > 0:
+                raise ValueError(
+                    "two corrections of the sampler/trainer mismatch: actor_rollout_ref.actor.tis_imp_ratio_cap > 0 "
+                    "and algorithm.rollout_correction.rollout_is (the batch has rollout_is_weights); keep one "
+                    "(rollout_is=token with rollout_is_threshold=cap is the same truncated weight)"
+                )
+            keys.append("rollout_is_weights")
         if cfg.tis_imp_ratio_cap > 0:
             if "rollout_log_probs" not in data.batch:
                 raise KeyError(
@@ -259,22 +271,26 @@ class DataParallelPPOActor:
                 cfg.loss_agg_mode,
             )
         metrics: dict[str, list[float]] = defaultdict(list)
+        self.on_policy_log_probs = None
         generator = torch.Generator().manual_seed(int(data.meta_info.get("global_steps", 0)))
         for _ in range(cfg.ppo_epochs):
             order = torch.randperm(len(data), generator=generator) if cfg.shuffle else torch.arange(len(data))
             shuffled = data[order] if cfg.shuffle else data
             for mini in shuffled.split(mini_bsz):
                 self.actor_optimizer.zero_grad(set_to_none=True)
-                micros, _ = make_micro_batches(
+                micros, groups = make_micro_batches(
                     mini, micro_bsz, cfg.use_dynamic_bsz, cfg.ppo_max_token_len_per_gpu, self.use_shared_prefix
                 )
+                pre_update: list[torch.Tensor] = []  # on-policy: the log-probs before this (only) step
                 counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
                 weighted: dict[str, float] = defaultdict(float)
                 for micro in micros:
                     weight = core_algos.micro_batch_loss_weight(
                         micro.batch["response_mask"], counts, agg_mode, dp_size()
                     )
-                    stats = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy, agg_mode)
+                    stats, log_prob = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy, agg_mode)
+                    if on_policy:
+                        pre_update.append(log_prob)
                     token_weight = core_algos.micro_batch_loss_weight(
                         micro.batch["response_mask"], counts, "token-mean", dp_size()
                     )
@@ -283,6 +299,8 @@ class DataParallelPPOActor:
                 # the mini-batch's losses, KL and entropy aggregated exactly as the loss is (all ranks, all micros)
                 for k, v in mini_batch_means(weighted).items():
                     metrics[k].append(v)
+                if on_policy:  # the old log-probs the trainer skipped, for its mismatch metrics
+                    self.on_policy_log_probs = _in_batch_order(pre_update, order, groups)
                 grad_norm = clip_grad_norm(self.actor_module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self.actor_optimizer.step()
@@ -300,7 +318,8 @@ class DataParallelPPOActor:
         scale: float,
         on_policy: bool = False,
         agg_mode: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], torch.Tensor]:
+        """Forward, loss and backward of one micro-batch: (its metrics, its log-probs (bs, R) detached)."""
         cfg = self.config
         agg_mode = agg_mode or cfg.loss_agg_mode
         b = micro.batch
@@ -310,10 +329,14 @@ class DataParallelPPOActor:
             b, temperature, calculate_entropy=need_entropy, entropy_grad=cfg.entropy_coeff != 0
         )
         old_log_prob = log_prob.detach() if on_policy else b["old_log_probs"]
-        # the sampler/trainer mismatch correction (tis_imp_ratio_cap), as verl's losses take it: per-token weights
-        rollout_is_weights = core_algos.truncated_is_weights(
-            old_log_prob, b["rollout_log_probs"] if "rollout_log_probs" in b else None, cfg.tis_imp_ratio_cap
-        )
+        # the sampler/trainer mismatch correction as verl's losses take it, per-token weights: the trainer's
+        # (algorithm.rollout_correction.rollout_is), else the actor's own truncated ones (tis_imp_ratio_cap)
+        if "rollout_is_weights" in b:
+            rollout_is_weights = b["rollout_is_weights"]
+        else:
+            rollout_is_weights = core_algos.truncated_is_weights(
+                old_log_prob, b["rollout_log_probs"] if "rollout_log_probs" in b else None, cfg.tis_imp_ratio_cap
+            )
         pg_loss, pg_metrics = policy_loss_fn(
             old_log_prob=old_log_prob,
             log_prob=log_prob,
@@ -339,4 +362,15 @@ class DataParallelPPOActor:
         (loss * scale).backward()
         stats["actor/pg_loss"] = pg_loss.item()
         stats.update(pg_metrics)  # the loss's own rates (pg_clipfrac, ppo_kl, ...), plain floats
-        return stats
+        return stats, log_prob.detach()
+
+
+def _in_batch_order(chunks: list[torch.Tensor], order: torch.Tensor, groups: list[list[int]] | None) -> torch.Tensor:
+    """Per-micro-batch rows (bs_i, R) joined back in the batch's row order: micro-batch rows are consecutive rows of
+    the mini-batch, or its rows ``groups[i]`` (token-budget micro-batches), and mini-batch row j is batch row
+    ``order[j]`` (shuffled or not)."""
+    rows = torch.cat(chunks)
+    within = torch.arange(len(rows)) if groups is None else torch.tensor([i for g in groups for i in g])
+    out = torch.empty_like(rows)
+    out[order[within].to(rows.device)] = rows
+    return out

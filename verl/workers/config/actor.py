@@ -96,7 +96,9 @@ class ActorConfig(BaseConfig):
     use_kl_loss: bool = False  # KL to the reference as a loss term (GRPO paper style)
     kl_loss_coef: float = 0.001  # weight of the KL loss term (use_kl_loss)
     kl_loss_type: str = "low_var_kl"  # kl | abs | mse | low_var_kl
-    tis_imp_ratio_cap: float = -1  # > 0: truncated importance sampling of the sampler/trainer mismatch, capped
+    # > 0: truncated token-level importance sampling of the sampler/trainer mismatch, capped (the same weight as
+    # algorithm.rollout_correction.rollout_is=token with rollout_is_threshold=cap; setting both is an error)
+    tis_imp_ratio_cap: float = -1
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)  # the loss function and its knobs
     optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=2.0e-4))  # the actor's AdamW
     # deprecated in verl: responses per micro-batch over all workers; sets ppo_micro_batch_size_per_gpu = it // workers

@@ -102,7 +102,7 @@ class PrometheusConfig(BaseConfig):
 class RolloutConfig(BaseConfig):
     """How responses are sampled: the engine, sampling parameters, lengths and the sampler's fast paths."""
 
-    name: str = "hf"  # hf: the built-in KV-cache sampler (other engines warn and run it)
+    name: str = "hf"  # hf: the built-in KV-cache sampler | vllm: a vLLM engine in the actor's worker (pip install vllm)
     n: int = 8  # responses per prompt
     temperature: float = 1.0  # sampling temperature; 0 = greedy (log-probs then scored at 1)
     top_k: int = -1  # -1: off
@@ -124,28 +124,32 @@ class RolloutConfig(BaseConfig):
     ignore_eos: bool = False  # true: keep sampling past EOS up to response_length
     # validation sampling: greedy by default
     val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
-    mode: str = "sync"  # no effect: the HF sampler runs in the worker (sync and async alike)
+    # sync | async: the trainer samples through the batch call either way; async is verl's server mode, whose
+    # per-request generate the agent loop drives (the HF sampler serves both; docs/rollout.md)
+    mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
-    tensor_model_parallel_size: int = 2  # vLLM/SGLang engine setting: no effect with the HF sampler
-    gpu_memory_utilization: float = 0.5  # vLLM/SGLang engine setting: no effect
-    enforce_eager: bool = True  # vLLM engine setting: no effect
-    free_cache_engine: bool = True  # vLLM engine setting: no effect (the KV cache lives only while sampling)
-    enable_chunked_prefill: bool = True  # vLLM engine setting: no effect
-    max_num_batched_tokens: int = 8192  # vLLM engine setting: no effect (rollout.micro_batch_size bounds a call)
-    max_num_seqs: int = 1024  # vLLM engine setting: no effect
-    max_model_len: int | None = None  # vLLM engine setting: no effect
-    load_format: str = "dummy_dtensor"  # vLLM weight-sync setting: no effect (the sampler uses the actor's weights)
+    tensor_model_parallel_size: int = 2  # vllm: one engine per worker here (>1 warns and runs 1); no effect with hf
+    gpu_memory_utilization: float = 0.5  # vllm on GPU: share of device memory for weights + KV cache
+    enforce_eager: bool = True  # vllm: no CUDA graphs (always eager on the CPU)
+    free_cache_engine: bool = True  # vllm on GPU: sleep mode frees the KV cache while training (no-op on CPU)
+    enable_chunked_prefill: bool = True  # vllm: split long prefills across engine steps
+    max_num_batched_tokens: int = 8192  # vllm: tokens per engine step (at least max_model_len); hf: micro_batch_size
+    max_num_seqs: int = 1024  # most sequences decoded at once (vllm: running sequences; hf: generate requests)
+    # most prompt + response tokens (null: vllm prompt_length + response_length; hf generate: max_position_embeddings)
+    max_model_len: int | None = None
+    load_format: str = "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights given before sampling
     layered_summon: bool = False  # FSDP weight-gather setting for vLLM: no effect
-    disable_log_stats: bool = True  # vLLM engine setting: no effect
-    calculate_log_probs: bool = False  # no effect: the sampler always returns rollout_log_probs
+    disable_log_stats: bool = True  # vllm: false records per-request timings (RequestOutput.metrics); no effect with hf
+    # the sampler always returns rollout_log_probs; algorithm.rollout_correction's rollout_is / rollout_rs need true
+    calculate_log_probs: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # vLLM/SGLang engine arguments: no effect
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)  # multi-turn rollouts
     cudagraph_capture_sizes: list[int] | None = None  # vLLM engine setting: no effect
     data_parallel_size: int = 1  # inference-engine data parallelism: no effect
     expert_parallel_size: int = 1  # inference-engine expert parallelism: no effect
     pipeline_model_parallel_size: int = 1  # inference-engine pipeline parallelism: no effect
-    enable_prefix_caching: bool = True  # vLLM engine setting: no effect (share_prompt_prefill shares prompts here)
+    enable_prefix_caching: bool = True  # vllm: reuse prompt KV across requests (dropped at each weight update)
     # vLLM's log-prob kind: no effect (rollout_log_probs are log-softmax of the temperature-scaled logits)
     logprobs_mode: str | None = "processed_logprobs"
     scheduling_policy: str | None = "fcfs"  # vLLM request scheduling: no effect

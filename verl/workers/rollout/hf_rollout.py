@@ -20,7 +20,7 @@ randomness is keyed by its ``sample_index`` (a ``prompts.batch`` key the control
 step's batch; default: the row's index in the batch passed in), so the samples do not depend on how the batch is
 split -- into ``micro_batch_size`` chunks, across data-parallel workers, or by retiring finished rows. Same seed,
 same samples, on one process or many. ``call`` counts sampling calls; ``get_rng_state``/``set_rng_state`` save and
-restore ``(seed, call)`` for checkpoint/resume.
+restore ``(seed, call, requests)`` for checkpoint/resume.
 
 ``rollout_log_probs`` holds the log-probability of each sampled token under ``log_softmax(logits / temperature)``
 computed BEFORE top-k/top-p filtering, i.e. exactly what the actor recomputes from the same ``input_ids`` with the
@@ -32,13 +32,23 @@ Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (b
 ``attention_mask`` (bs, P+R), ``position_ids`` (bs, P+R) continuing the prompt positions, ``response_mask`` (bs, R)
 (1 for generated tokens up to and including the first EOS) and ``rollout_log_probs`` (bs, R, float32).
 ``non_tensor_batch`` and ``meta_info`` pass through unchanged.
+
+The per-request call of the rollout interface (`BaseRollout`), ``async generate(prompt_ids, sampling_params,
+request_id) -> TokenOutput``, decodes concurrent requests together: a `RequestBatcher` gathers them (those arriving
+within ``request_window_s``, at most ``rollout.max_num_seqs`` and ``micro_batch_size``) and one batched decode
+(`request_decode.decode_requests`) samples every request with its own settings, in a worker thread. Draws are keyed
+by the request's number -- the count of ``generate`` calls before it -- or by its own ``sampling_params["seed"]``,
+never by its batch. Batch and per-request decodes never overlap (one lock). docs/rollout.md has the contract.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -49,49 +59,17 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.forward import forward_signature, output_cache
 from verl.utils.torch_dtypes import autocast_context
 from verl.workers.config import RolloutConfig
-from verl.workers.rollout.kv_cache import PreallocatedLayer, preallocate
+from verl.workers.rollout.base import BaseRollout, TokenOutput
+from verl.workers.rollout.kv_cache import can_select_rows, is_preallocated, preallocate, select_rows
 from verl.workers.rollout.lean_decode import LeanDecoder
+from verl.workers.rollout.request_batcher import RequestBatcher
+from verl.workers.rollout.request_decode import decode_requests
+from verl.workers.rollout.request_params import RequestSpec, resolve_request
+from verl.workers.rollout.sampling import filter_logits, keyed_uniform, sample_inverse_cdf
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFRollout", "filter_logits", "keyed_uniform"]
-
-_M32 = 0xFFFFFFFF
-
-
-def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit integer hash (an offset, then two xorshift-multiply rounds) on int64 tensors holding values < 2**32; the multiplier
-    is < 2**27, so no product overflows int64."""
-    x = (x + 0x9E3779B9) & _M32  # the golden-ratio offset: 0 is not a fixed point
-    x = (((x >> 16) ^ x) * 0x45D9F3B) & _M32
-    x = (((x >> 16) ^ x) * 0x45D9F3B) & _M32
-    return (x >> 16) ^ x
-
-
-def keyed_uniform(seed: int, call: int, sample_index: torch.Tensor, position: int) -> torch.Tensor:
-    """One float64 uniform in [0, 1) per row, a pure function of (seed, call, sample_index[row], position).
-
-    Counter-based (no generator state), so a row's draw never depends on which other rows share its batch.
-    Two independent 32-bit hashes give 48 bits of resolution.
-    """
-    idx = sample_index.to(torch.int64)
-    h = _mix32(torch.full_like(idx, int(seed) & _M32))
-    h = _mix32(h ^ (int(seed) >> 32 & _M32))
-    h = _mix32(h ^ (int(call) & _M32))
-    h = _mix32(h ^ (idx & _M32))
-    h = _mix32(h ^ ((idx >> 32) & _M32))
-    h1 = _mix32(h ^ (int(position) & _M32))
-    h2 = _mix32(h1 ^ 0x85EBCA6B)
-    return ((h1 >> 8) * 2.0**24 + (h2 >> 8)).to(torch.float64) / 2.0**48
-
-
-def sample_inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Token ids (rows,) drawn from ``probs`` (rows, V) with uniforms ``u`` (rows,): the first index whose cumulative
-    probability exceeds ``u * total``; a token of probability 0 is never drawn."""
-    cdf = probs.to(torch.float64).cumsum(dim=-1)
-    target = (u.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
-    idx = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    return idx.clamp(max=probs.shape[-1] - 1)
+__all__ = ["HFRollout", "filter_logits", "keyed_uniform", "sample_inverse_cdf"]
 
 
 def _as_rollout_config(config: RolloutConfig | Mapping | None) -> tuple[RolloutConfig, bool]:
@@ -108,57 +86,7 @@ def _as_rollout_config(config: RolloutConfig | Mapping | None) -> tuple[RolloutC
 _NULLABLE = ("micro_batch_size", "max_model_len", "log_prob_micro_batch_size")
 
 
-def filter_logits(logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0) -> torch.Tensor:
-    """Top-k then top-p (nucleus) filtering of ``logits`` (..., V): removed entries become ``-inf``.
-
-    ``top_k <= 0`` or ``>= V`` is off. ``top_p >= 1`` is off; otherwise the smallest set of most likely tokens whose
-    probability reaches ``top_p`` is kept, and the most likely token is always kept (so ``top_p`` tiny is greedy).
-    """
-    vocab = logits.shape[-1]
-    if 0 < top_k < vocab:
-        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, sorted_idx = torch.sort(logits, dim=-1, descending=True)
-        probs = sorted_logits.softmax(dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above each token
-        remove_sorted = mass_before >= top_p
-        remove_sorted[..., 0] = False
-        remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
-        logits = logits.masked_fill(remove, float("-inf"))
-    return logits
-
-
-def _can_select_rows(cache: Any) -> bool:
-    """Whether finished rows can be dropped from ``cache`` exactly (only layer types whose whole state is keys/values)."""
-    if isinstance(cache, tuple):  # legacy tuple-of-(key, value) caches
-        return all(isinstance(layer, tuple) and len(layer) == 2 for layer in cache)
-    try:
-        from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
-    except ImportError:  # transformers without layered caches
-        return False
-    if type(cache) is not DynamicCache or getattr(cache, "offloading", False):
-        return False
-    layers = getattr(cache, "layers", None)
-    if not layers or not hasattr(cache, "batch_select_indices"):
-        return False
-    return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer, PreallocatedLayer) for layer in layers)
-
-
-def _is_preallocated(cache: Any) -> bool:
-    layers = getattr(cache, "layers", None)
-    return PreallocatedLayer is not None and bool(layers) and all(type(x) is PreallocatedLayer for x in layers)
-
-
-def _select_rows(cache: Any, keep: torch.Tensor) -> Any:
-    """Keep only rows ``keep`` (1-D long tensor) of a cache accepted by `_can_select_rows`."""
-    if isinstance(cache, tuple):
-        return tuple((k.index_select(0, keep.to(k.device)), v.index_select(0, keep.to(v.device))) for k, v in cache)
-    cache.batch_select_indices(keep)
-    return cache
-
-
-class HFRollout:
+class HFRollout(BaseRollout):
     """Sample responses for left-padded prompts with ``module`` (an HF ``PreTrainedModel``) used in place.
 
     Args:
@@ -174,6 +102,7 @@ class HFRollout:
         seed: with the call counter and each row's ``sample_index``, the only source of randomness of sampling.
         retire_finished: drop finished rows from the active batch (default); False keeps the plain path where
             finished rows keep running and their outputs are ignored.
+        request_window_s: how long the first of concurrent `generate` requests waits for others to join its batch.
     """
 
     def __init__(
@@ -185,11 +114,13 @@ class HFRollout:
         seed: int = 0,
         *,
         retire_finished: bool = True,
+        request_window_s: float = 0.002,
     ):
         if pad_token_id is None:
             raise ValueError("HFRollout needs a pad_token_id (use the EOS id when the tokenizer has no pad token)")
         if eos_token_id is None:
             raise ValueError("HFRollout needs an eos_token_id (an int or a list of ints)")
+        super().__init__()
         self.module = module
         self.config, self._response_length_set = _as_rollout_config(config)
         self.pad_token_id = int(pad_token_id)
@@ -200,6 +131,11 @@ class HFRollout:
         self.seed = int(seed)
         self.retire_finished = retire_finished
         self.calls = 0  # sampling calls so far: the second key of every draw
+        self.requests = 0  # generate requests so far: each request's number keys its draws
+        self.request_window_s = float(request_window_s)
+        self._batcher: RequestBatcher | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._engine_lock = threading.Lock()  # one decode at a time: batch calls and request batches share the module
         self._cache_kwarg, self._takes_logits_to_keep = forward_signature(module)
         # fused_decode: the one-token steps run through LeanDecoder (fewer, fused kernels; see lean_decode.py)
         self._lean = LeanDecoder.build(module) if self.config.fused_decode else None
@@ -207,18 +143,20 @@ class HFRollout:
     # ------------------------------------------------------------------------------------------------------ rng
 
     def get_rng_state(self) -> torch.Tensor:
-        """``(seed, calls)`` as an int64 tensor, for checkpointing."""
-        return torch.tensor([self.seed, self.calls], dtype=torch.int64)
+        """``(seed, calls, requests)`` as an int64 tensor, for checkpointing."""
+        return torch.tensor([self.seed, self.calls, self.requests], dtype=torch.int64)
 
     def set_rng_state(self, state: torch.Tensor) -> None:
-        """Restore a state from `get_rng_state`; the following samples replay those drawn after it was taken."""
+        """Restore a state from `get_rng_state`; the following samples replay those drawn after it was taken. A
+        ``(seed, calls)`` state (written before per-request generation existed) restarts the request count at 0."""
         state = torch.as_tensor(state)
-        if state.dtype != torch.int64 or state.numel() != 2:
+        if state.dtype != torch.int64 or state.numel() not in (2, 3):
             raise ValueError(
-                "HFRollout.set_rng_state: expected the (seed, calls) int64 tensor of get_rng_state; this checkpoint "
-                "was written by an older sampler -- resume it with the version that wrote it, or start over"
+                "HFRollout.set_rng_state: expected the (seed, calls, requests) int64 tensor of get_rng_state; this "
+                "checkpoint was written by an older sampler -- resume it with the version that wrote it, or start over"
             )
         self.seed, self.calls = int(state[0]), int(state[1])
+        self.requests = int(state[2]) if state.numel() == 3 else 0
 
     def _device(self) -> torch.device:
         for p in self.module.parameters():
@@ -296,33 +234,142 @@ class HFRollout:
         micro = self.config.micro_batch_size
         micro = bs if micro is None or int(micro) <= 0 else int(micro)
         parts: list[dict[str, torch.Tensor]] = []
-        module = self.module
-        was_training = module.training
-        module.eval()
-        if self._lean is not None:
-            self._lean.refresh()  # the policy's current weights
-        try:
-            with torch.no_grad(), self._autocast():
-                for start in range(0, max(bs, 1), max(micro, 1)):
-                    end = min(start + micro, bs)
-                    parts.append(
-                        self._generate_chunk(
-                            input_ids[start:end],
-                            attention_mask[start:end],
-                            position_ids[start:end],
-                            sample_index[start:end],
-                            call,
-                            params,
-                        )
+        with self._generation_session():
+            for start in range(0, max(bs, 1), max(micro, 1)):
+                end = min(start + micro, bs)
+                parts.append(
+                    self._generate_chunk(
+                        input_ids[start:end],
+                        attention_mask[start:end],
+                        position_ids[start:end],
+                        sample_index[start:end],
+                        call,
+                        params,
                     )
-        finally:
-            module.train(was_training)
-            if self._lean is not None:
-                self._lean.release()
+                )
         out = {key: torch.cat([p[key] for p in parts], dim=0) for key in parts[0]}
         return DataProto(batch=out, non_tensor_batch=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info))
 
+    # ------------------------------------------------------------------------------------- per-request interface
+
+    @classmethod
+    def build_hybrid(
+        cls,
+        *,
+        module: torch.nn.Module,
+        config: Any,
+        tokenizer: Any,
+        eos_token_ids: list[int],
+        seed: int,
+        model_path: str | None = None,
+    ) -> HFRollout:
+        """The actor worker's sampler: ``module`` is the policy itself (sampled in place; ``model_path`` unused)."""
+        return cls(module, config, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos_token_ids, seed=seed)
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        request_id: str,
+        image_data: list[Any] | None = None,
+        video_data: list[Any] | None = None,
+        priority: int = 0,
+    ) -> TokenOutput:
+        """One request's response, decoded in a batch with the requests that arrive with it (see the module
+        docstring; the keys of ``sampling_params``: `request_params`). ``priority`` is accepted and unused
+        (requests run in arrival order). A bad request raises ``ValueError`` naming it; the others run on."""
+        number = self.requests  # taken before any await: requests are numbered in the order generate is called
+        self.requests += 1
+        if image_data or video_data:
+            raise ValueError(f"rollout generate request {request_id!r}: image/video inputs need a multimodal engine")
+        spec = resolve_request(
+            request_id,
+            prompt_ids,
+            sampling_params,
+            config=self.config,
+            eos_token_ids=self.eos_token_ids,
+            number=number,
+            seed=self.seed,
+            vocab_size=self._vocab_size(),
+            max_model_len=self._max_model_len(),
+        )
+        if spec.max_tokens == 0:
+            return TokenOutput(
+                token_ids=[], log_probs=[], stop_reason="completed", num_preempted=0, finish_reason="length"
+            )
+        limit, micro = int(self.config.max_num_seqs), self.config.micro_batch_size
+        if micro is not None and int(micro) > 0:  # rollout.micro_batch_size bounds a decode's rows here too
+            limit = min(limit, int(micro))
+        if self._executor is None:  # one thread: decodes leave the event loop free for the agent loop's other work
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-rollout")
+        self._batcher = RequestBatcher.for_running_loop(
+            self._batcher,
+            run_batch=self._decode_requests,
+            max_batch_size=max(1, limit),
+            window_s=self.request_window_s,
+            executor=self._executor,
+        )
+        return await self._batcher.submit(spec)
+
+    def _decode_requests(self, requests: list[RequestSpec]) -> list[TokenOutput]:
+        with self._generation_session():
+            return decode_requests(self, requests)
+
+    async def resume(self, tags: list[str]) -> None:
+        """Nothing to bring back: the weights are the actor's module and the KV cache lives only during a decode."""
+
+    async def release(self) -> None:
+        """Nothing to free: see `resume`."""
+
+    async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], **kwargs: Any) -> None:
+        """Load ``(name, tensor)`` pairs (the names of ``module.named_parameters()``/``named_buffers()``) into the
+        sampled module: copied in place where the shapes match, else (a parameter freed between generations)
+        re-pointed. In the hybrid engine the module is the actor's own and needs no update."""
+        targets = dict(self.module.named_parameters(remove_duplicate=False))
+        targets.update(self.module.named_buffers(remove_duplicate=False))
+        with self._engine_lock, torch.no_grad():
+            for name, tensor in weights:
+                target = targets.get(name)
+                if target is None:
+                    raise KeyError(
+                        f"HFRollout.update_weights: {name!r} is not a parameter or buffer of "
+                        f"{type(self.module).__name__} (names as in its named_parameters())"
+                    )
+                if target.shape == tensor.shape:
+                    target.copy_(tensor)
+                else:
+                    target.data = tensor.detach().to(device=target.device, dtype=target.dtype).clone()
+
     # ------------------------------------------------------------------------------------------------- internals
+
+    @contextlib.contextmanager
+    def _generation_session(self) -> Iterator[None]:
+        """Exclusive use of the module for one decode: eval mode, no grad, ``rollout.dtype`` autocast and the fused
+        step's weights taken from the live parameters (the policy may have been updated since the last decode)."""
+        with self._engine_lock:
+            module = self.module
+            was_training = module.training
+            module.eval()
+            if self._lean is not None:
+                self._lean.refresh()
+            try:
+                with torch.no_grad(), self._autocast():
+                    yield
+            finally:
+                module.train(was_training)
+                if self._lean is not None:
+                    self._lean.release()
+
+    def _vocab_size(self) -> int | None:
+        embeddings = self.module.get_input_embeddings() if hasattr(self.module, "get_input_embeddings") else None
+        return getattr(embeddings, "num_embeddings", None)
+
+    def _max_model_len(self) -> int | None:
+        """``rollout.max_model_len``, else the model's ``max_position_embeddings`` (None: no limit known)."""
+        if self.config.max_model_len is not None:
+            return int(self.config.max_model_len)
+        value = getattr(getattr(self.module, "config", None), "max_position_embeddings", None)
+        return int(value) if value is not None else None
 
     def _autocast(self):
         """``rollout.dtype: bf16``: sample under ``torch.autocast`` (the module's fp32 weights stay as they are)."""
@@ -360,8 +407,8 @@ class HFRollout:
                 first.scatter_reduce_(0, inverse, torch.arange(ids.shape[0], device=ids.device), reduce="amin")
                 logits, cache = self._forward(ids[first], mask[first], pos[first], None)
                 self._preallocate(cache, capacity)
-                if _can_select_rows(cache):
-                    return logits[inverse], _select_rows(cache, inverse)
+                if can_select_rows(cache):
+                    return logits[inverse], select_rows(cache, inverse)
                 self._rows_not_selectable = True  # this model's cache cannot be row-copied: no more shared prefills
                 logits, cache = self._forward(ids, mask, pos, None)
                 self._preallocate(cache, capacity)
@@ -403,8 +450,8 @@ class HFRollout:
 
         if n > 0:
             logits, cache = self._prefill(ids, mask, pos, capacity=ids.shape[1] + resp_len)
-            retire = self.retire_finished and _can_select_rows(cache)
-            lean = self._lean if self._lean is not None and _is_preallocated(cache) else None
+            retire = self.retire_finished and can_select_rows(cache)
+            lean = self._lean if self._lean is not None and is_preallocated(cache) else None
             padded = not bool(mask.bool().all())  # left-padded prompts: attention needs the key mask
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
             done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
@@ -424,7 +471,7 @@ class HFRollout:
                     break
                 if retire and bool(done.any()):
                     keep = torch.nonzero(~done).squeeze(1)
-                    cache = _select_rows(cache, keep)
+                    cache = select_rows(cache, keep)
                     active, tokens, cur_mask, next_pos = active[keep], tokens[keep], cur_mask[keep], next_pos[keep]
                     done = done[keep]
                 # finished rows (plain path) are fed pad; their outputs are ignored from here on

@@ -9,6 +9,8 @@ attention a view of the filled part. Dropping finished rows (`batch_select_indic
 
 The values attention sees are the same tensors in the same order as with ``DynamicLayer``, so the samples are
 identical (tested in ``tests/workers/rollout/test_kv_cache.py``).
+
+`can_select_rows`/`select_rows` drop finished rows from a cache (the sampler's retiring) where that is exact.
 """
 
 from __future__ import annotations
@@ -135,3 +137,33 @@ def preallocate(cache: Any, capacity: int) -> bool:
         return False
     cache.layers = [PreallocatedLayer.from_layer(layer, capacity) for layer in layers]
     return True
+
+
+def can_select_rows(cache: Any) -> bool:
+    """Whether finished rows can be dropped from ``cache`` exactly (only layer types whose whole state is keys/values)."""
+    if isinstance(cache, tuple):  # legacy tuple-of-(key, value) caches
+        return all(isinstance(layer, tuple) and len(layer) == 2 for layer in cache)
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+    except ImportError:  # transformers without layered caches
+        return False
+    if type(cache) is not DynamicCache or getattr(cache, "offloading", False):
+        return False
+    layers = getattr(cache, "layers", None)
+    if not layers or not hasattr(cache, "batch_select_indices"):
+        return False
+    return all(type(layer) in (DynamicLayer, DynamicSlidingWindowLayer, PreallocatedLayer) for layer in layers)
+
+
+def is_preallocated(cache: Any) -> bool:
+    """Whether every layer of ``cache`` is a `PreallocatedLayer` (what the fused decode step writes into)."""
+    layers = getattr(cache, "layers", None)
+    return PreallocatedLayer is not None and bool(layers) and all(type(x) is PreallocatedLayer for x in layers)
+
+
+def select_rows(cache: Any, keep: torch.Tensor) -> Any:
+    """Keep only rows ``keep`` (1-D long tensor) of a cache accepted by `can_select_rows`."""
+    if isinstance(cache, tuple):
+        return tuple((k.index_select(0, keep.to(k.device)), v.index_select(0, keep.to(v.device))) for k, v in cache)
+    cache.batch_select_indices(keep)
+    return cache

