@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -65,7 +64,7 @@ from verl.workers.rollout.lean_decode import LeanDecoder
 from verl.workers.rollout.request_batcher import RequestBatcher
 from verl.workers.rollout.request_decode import decode_requests
 from verl.workers.rollout.request_params import RequestSpec, resolve_request
-from verl.workers.rollout.sampling import filter_logits, keyed_uniform, sample_inverse_cdf
+from verl.workers.rollout.sampling import batch_sampling_params, filter_logits, keyed_uniform, sample_inverse_cdf
 
 logger = logging.getLogger(__name__)
 
@@ -166,36 +165,7 @@ class HFRollout(BaseRollout):
     # ------------------------------------------------------------------------------------------------- settings
 
     def _sampling_params(self, meta_info: Mapping) -> dict[str, Any]:
-        cfg = self.config
-        params = {
-            "do_sample": cfg.do_sample,
-            "temperature": cfg.temperature,
-            "top_p": cfg.top_p,
-            "top_k": cfg.top_k,
-            "response_length": cfg.response_length if self._response_length_set else None,
-        }
-        if meta_info.get("validate", False):
-            val = cfg.val_kwargs
-            params.update(do_sample=val.do_sample, temperature=val.temperature, top_p=val.top_p, top_k=val.top_k)
-        for key in ("do_sample", "temperature", "top_p", "top_k", "response_length"):
-            if meta_info.get(key) is not None:
-                params[key] = meta_info[key]
-        if params["response_length"] is None:
-            raise ValueError("HFRollout: set rollout.response_length (max new tokens) or pass it in meta_info")
-        params["response_length"] = int(params["response_length"])
-        if params["response_length"] < 1:
-            raise ValueError(f"HFRollout: response_length must be >= 1, got {params['response_length']}")
-        params["do_sample"] = bool(params["do_sample"])
-        params["temperature"] = float(params["temperature"])
-        params["top_p"] = float(params["top_p"])
-        params["top_k"] = int(params["top_k"])
-        if not math.isfinite(params["temperature"]):
-            raise ValueError(f"HFRollout: temperature must be finite, got {params['temperature']}")
-        if params["temperature"] <= 0.0:  # temperature 0 means greedy, as in vLLM
-            params["do_sample"] = False
-        if not params["do_sample"]:
-            params["temperature"] = 1.0
-        return params
+        return batch_sampling_params(self.config, meta_info, self._response_length_set, engine="HFRollout")
 
     # -------------------------------------------------------------------------------------------------- public
 

@@ -7,9 +7,13 @@ path keys rows by their ``sample_index``; its per-request path by the request's 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 
-__all__ = ["filter_logits", "keyed_uniform", "sample_inverse_cdf"]
+__all__ = ["batch_sampling_params", "filter_logits", "keyed_uniform", "sample_inverse_cdf"]
 
 _M32 = 0xFFFFFFFF
 
@@ -74,3 +78,41 @@ def filter_logits(logits: torch.Tensor, top_k: int = -1, top_p: float = 1.0) -> 
         remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
         logits = logits.masked_fill(remove, float("-inf"))
     return logits
+
+
+def batch_sampling_params(
+    cfg: Any, meta_info: Mapping, response_length_set: bool = True, engine: str = "rollout"
+) -> dict[str, Any]:
+    """The settings of one batch call (``do_sample``, ``temperature``, ``top_p``, ``top_k``, ``response_length``):
+    the rollout config's, ``val_kwargs`` when ``meta_info["validate"]``, then any given in ``meta_info``; temperature
+    0 means greedy (as in vLLM), and greedy decoding scores at temperature 1. Every engine's batch call uses this
+    rule; ``engine`` names the caller in errors."""
+    params = {
+        "do_sample": cfg.do_sample,
+        "temperature": cfg.temperature,
+        "top_p": cfg.top_p,
+        "top_k": cfg.top_k,
+        "response_length": cfg.response_length if response_length_set else None,
+    }
+    if meta_info.get("validate", False):
+        val = cfg.val_kwargs
+        params.update(do_sample=val.do_sample, temperature=val.temperature, top_p=val.top_p, top_k=val.top_k)
+    for key in ("do_sample", "temperature", "top_p", "top_k", "response_length"):
+        if meta_info.get(key) is not None:
+            params[key] = meta_info[key]
+    if params["response_length"] is None:
+        raise ValueError(f"{engine}: set rollout.response_length (max new tokens) or pass it in meta_info")
+    params["response_length"] = int(params["response_length"])
+    if params["response_length"] < 1:
+        raise ValueError(f"{engine}: response_length must be >= 1, got {params['response_length']}")
+    params["do_sample"] = bool(params["do_sample"])
+    params["temperature"] = float(params["temperature"])
+    params["top_p"] = float(params["top_p"])
+    params["top_k"] = int(params["top_k"])
+    if not math.isfinite(params["temperature"]):
+        raise ValueError(f"{engine}: temperature must be finite, got {params['temperature']}")
+    if params["temperature"] <= 0.0:  # temperature 0 means greedy, as in vLLM
+        params["do_sample"] = False
+    if not params["do_sample"]:
+        params["temperature"] = 1.0
+    return params

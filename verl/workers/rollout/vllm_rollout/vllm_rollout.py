@@ -34,7 +34,7 @@ import torch
 from verl.protocol import DataProto
 from verl.utils.import_utils import require
 from verl.workers.rollout.base import BaseRollout
-from verl.workers.rollout.hf_rollout import HFRollout
+from verl.workers.rollout.sampling import batch_sampling_params
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,6 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
         self.on_cpu = device == "cpu"
         self.sleeping = False
         self.llm = _build_llm(vllm_engine_kwargs(config, model_path, seed, self.on_cpu), self.on_cpu)
-        self._sampling = HFRollout._sampling_params.__get__(self)  # the same settings rule as the HF sampler
         self._response_length_set = config.response_length is not None
 
     # ---------------------------------------------------------------------------------------------- weights
@@ -177,7 +176,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
 
         if prompts.batch is None or "input_ids" not in prompts.batch:
             raise KeyError("vLLMRollout.generate_sequences: prompts.batch needs input_ids and attention_mask")
-        params = self._sampling(prompts.meta_info)
+        params = batch_sampling_params(self.config, prompts.meta_info, self._response_length_set, engine="vLLMRollout")
         batch = prompts.batch
         ids, mask = batch["input_ids"], batch.get("attention_mask")
         mask = torch.ones_like(ids) if mask is None else mask
