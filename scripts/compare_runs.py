@@ -6,6 +6,9 @@ Every metric except the timing and throughput ones (``timing_s/*``, ``timing_per
 ``perf/time_per_step``, ``perf/ray_overhead_fraction``, ``time``) must be present in both and equal exactly (NaN equals
 NaN). Prints each difference and exits 1 if there is any, else prints IDENTICAL and exits 0. Used to check that a
 refactor leaves a same-seed run unchanged and that a run is reproducible.
+
+``--allow-new-metrics``: a change that adds metrics (a new diagnostic) leaves the old ones alone: metrics only in the
+second run are listed by name and not counted as differences; every shared metric must still match.
 """
 
 from __future__ import annotations
@@ -23,12 +26,17 @@ def load(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def differences(a: list[dict], b: list[dict]) -> list[str]:
+def differences(a: list[dict], b: list[dict], new_metrics: set[str] | None = None) -> list[str]:
+    """Every difference between the runs, one line each; with ``new_metrics`` given, metrics only in the second
+    run are added to it instead of counted."""
     out = [] if len(a) == len(b) else [f"{len(a)} records against {len(b)}"]
     for x, y in zip(a, b):
         step = x.get("step")
         kx = {k for k in x if k != "time" and not k.startswith(WALL_CLOCK)}
         ky = {k for k in y if k != "time" and not k.startswith(WALL_CLOCK)}
+        if new_metrics is not None:
+            new_metrics.update(ky - kx)
+            ky &= kx
         out += [f"step {step}: {k} only in {'the first' if k in kx else 'the second'}" for k in sorted(kx ^ ky)]
         for k in sorted(kx & ky):
             u, v = x[k], y[k]
@@ -41,11 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python scripts/compare_runs.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("first")
     parser.add_argument("second")
+    parser.add_argument("--allow-new-metrics", action="store_true", help="metrics only in the second run are listed")
     args = parser.parse_args(argv)
     a, b = load(args.first), load(args.second)
-    diffs = differences(a, b)
+    new = set() if args.allow_new_metrics else None
+    diffs = differences(a, b, new)
     for line in diffs:
         print(line)
+    if new:
+        print(f"{len(new)} metrics only in the second run: {', '.join(sorted(new))}")
     print(f"IDENTICAL ({len(a)} records)" if not diffs else f"{len(diffs)} differences")
     return 1 if diffs else 0
 

@@ -24,7 +24,11 @@ def test_preallocated_cache_gives_the_same_samples_and_log_probs():
         rollout = HFRollout(model, config, tokenizer.pad_token_id, tokenizer.eos_token_id, seed=7)
         results[pre] = rollout.generate_sequences(prompts).batch
     assert torch.equal(results[True]["responses"], results[False]["responses"])
-    torch.testing.assert_close(results[True]["rollout_log_probs"], results[False]["rollout_log_probs"])
+    # the same math over a differently laid-out key buffer: attention sums in another float32 order, so log-probs
+    # agree to rounding, not bit for bit (up to 1.9e-5 apart with transformers 5.19, within 1e-5 with 5.24)
+    torch.testing.assert_close(
+        results[True]["rollout_log_probs"], results[False]["rollout_log_probs"], atol=1e-4, rtol=1e-5
+    )
     lengths = results[True]["response_mask"].sum(-1)
     assert (lengths < 24).any() and (lengths > 2).any()  # rows finished at different steps: retiring was exercised
 
