@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("single_controller", ["verl.single_controller"]),
-    ("workers", ["verl.workers"]),
+    ("workers", ["verl.workers", "verl.experimental"]),
     ("controller", ["verl.trainer.ppo", "verl.engine"]),
     ("tune", ["verl.tune"]),
     ("entry", ["verl", "verl.trainer", "verl.cli", "verl.model_merger"]),
