@@ -1,0 +1,1 @@
+"""Helpers of the tools: argument checks, schemas from signatures, the daemon threads of sync function tools."""
