@@ -1,1 +1,2 @@
-"""Helpers of the tools: argument checks, schemas from signatures, the daemon threads of sync function tools."""
+"""Helpers of the tools: the YAML loader, argument checks, schemas from signatures, safe arithmetic, the daemon
+threads of sync function tools."""
