@@ -39,6 +39,10 @@ class MultiTurnConfig(BaseConfig):
     enable: bool = False  # multi-turn / tool-calling rollout: not implemented (true is an error)
     max_assistant_turns: int | None = None  # multi-turn only: assistant turns per trajectory
     tool_config_path: str | None = None  # multi-turn only: the tools' YAML file
+    # multi-turn only: a Python file (or pkg://module) whose @function_tool functions are tools too (docs/tools.md)
+    function_tool_path: str | None = None
+    # multi-turn only: seconds a tool call may run; past it the model reads "Error: <tool> timed out after N s"
+    tool_timeout_s: float = 30.0
     max_user_turns: int | None = None  # multi-turn only: user turns per trajectory
     max_parallel_calls: int = 1  # multi-turn only: tool calls per turn
     max_tool_response_length: int = 256  # multi-turn only: tokens kept of a tool's answer
