@@ -36,3 +36,16 @@ def test_lora_wraps_trainable_leaves_too(tiny_policy):
     finally:
         for p in tiny_policy.parameters():
             p.requires_grad_(True)
+
+
+def test_iter_full_tensors_of_an_unsharded_module_is_its_state_dict(tiny_policy):
+    """The sharded case (all-gathered DTensors on 2 Ray workers) is checked end to end by
+    tests/workers/rollout/test_vllm_ray.py: the engines decode exactly as the gathered weights do."""
+    import torch
+
+    from verl.utils.fsdp_utils import iter_full_tensors
+
+    streamed = list(iter_full_tensors(tiny_policy))
+    state = tiny_policy.state_dict()
+    assert [name for name, _ in streamed] == list(state)
+    assert all(torch.equal(t, state[name]) for name, t in streamed)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -82,6 +83,17 @@ def full_state_dict(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
+
+
+def iter_full_tensors(module: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, whole tensor)`` of ``module``'s state dict, one at a time: a sharded (DTensor) entry is all-gathered
+    from its shards when it is reached, so at most one whole tensor beyond the consumer's own is alive at once (the
+    weights handed to a rollout engine, bucket by bucket). A collective per sharded entry: every rank must consume
+    the whole iterator, in the same order."""
+    from torch.distributed.tensor import DTensor
+
+    for name, tensor in module.state_dict().items():
+        yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
 def local_state_bytes(module: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, int]:

@@ -7,8 +7,10 @@
 The same classes serve both backends. Local backend: one in-process object per role holding whole models; the
 rollout samples with the actor's module in place. Ray backend: one object per rank in each worker process, a
 process group up (gloo on CPU, NCCL on GPU); the actor, critic and reference are sharded with FSDP2, and before each
-generation the rollout's replica receives the actor's full weights (the reshard from training to generation layout)
-and frees them afterwards. ``@register`` says how a worker group spreads each call over the ranks.
+generation the HF sampler's replica receives the actor's full weights (the reshard from training to generation
+layout) and frees them afterwards, while a vLLM engine (one per rank, or one per tensor-parallel group of ranks) keeps
+its own copy, refreshed from the shards after each actor update. ``@register`` says how a worker group spreads each
+call over the ranks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
 from verl.utils.checkpoint import save_hf_checkpoint
 from verl.utils.config import omega_conf_to_dataclass
-from verl.utils.fsdp_utils import apply_fsdp2, full_state_dict, load_dcp, local_state_bytes, save_dcp
+from verl.utils.fsdp_utils import (
+    apply_fsdp2,
+    full_state_dict,
+    iter_full_tensors,
+    load_dcp,
+    local_state_bytes,
+    save_dcp,
+)
 from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
 from verl.utils.optim import build_adamw
 from verl.workers.actor.dp_actor import DataParallelPPOActor
@@ -174,7 +183,9 @@ class ActorRolloutRefWorker(Worker):
                 seed=self.seed,
                 model_path=cfg.model.path,
             )
-            self._weights_stale = cfg.rollout.name == "vllm"  # an engine with its own weights gets the actor's
+            # an engine with its own copy of the weights (vLLM) is handed the actor's after every change
+            self._engine_owns_weights = cfg.rollout.name == "vllm"
+            self._weights_stale = self._engine_owns_weights
         if self._is_ref:
             self.ref_module = self._load_policy()
             self.ref_module.requires_grad_(False)
@@ -198,11 +209,13 @@ class ActorRolloutRefWorker(Worker):
 
     def _sync_engine_weights(self) -> float:
         """Hand the actor's current weights to a vLLM engine when they changed since the last hand-over; returns
-        the seconds it took (0 for the HF sampler, which samples with the actor's module itself)."""
+        the seconds it took (0 for the HF sampler, which samples with the actor's module itself). On the Ray
+        backend each tensor is all-gathered from the FSDP2 shards as the engine's buckets fill (every rank, a
+        collective): one bucket of full tensors at a time beside the engine's copy, and no disk round trip."""
         if not getattr(self, "_weights_stale", False):
             return 0.0
         t = time.perf_counter()
-        self.rollout.load_weights(self.actor_module.state_dict().items())
+        self.rollout.load_weights(iter_full_tensors(self.actor_module))
         self._weights_stale = False
         return time.perf_counter() - t
 
@@ -216,17 +229,20 @@ class ActorRolloutRefWorker(Worker):
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        t = time.perf_counter()
-        self._gather_rollout_weights()
-        reshard_s = time.perf_counter() - t
-        update_s = self._sync_engine_weights()
+        """The rollout of this rank's share of ``prompts``. The HF sampler on the Ray backend samples with full
+        weights gathered from the shards for the call (``timing_s/reshard``); a vLLM engine holds its own copy,
+        refreshed after each actor update (``timing_s/update_weights``: the gather from the shards included)."""
+        timing = {}
+        if getattr(self, "_engine_owns_weights", False):
+            timing["update_weights"] = self._sync_engine_weights()
+        elif self.distributed:
+            t = time.perf_counter()
+            self._gather_rollout_weights()
+            timing["reshard"] = time.perf_counter() - t
         try:
             out = self.rollout.generate_sequences(prompts)
         finally:
             self._free_rollout_weights()
-        timing = {"reshard": reshard_s} if self.distributed else {}
-        if self.config.rollout.name == "vllm":
-            timing["update_weights"] = update_s
         if timing:
             out.meta_info["timing"] = timing
         return out
@@ -277,7 +293,7 @@ class ActorRolloutRefWorker(Worker):
         meta = {"temperature": log_prob_temperature(self.config.rollout), **data.meta_info}
         data = DataProto(None if data.batch is None else data.batch.copy(), data.non_tensor_batch, meta)
         metrics = self.actor.update_policy(self.to_device(data))
-        self._weights_stale = self.config.rollout.name == "vllm"  # the engine gets them before it samples again
+        self._weights_stale = self._engine_owns_weights  # the engine gets them before it samples again
         metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
         metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
@@ -323,7 +339,7 @@ class ActorRolloutRefWorker(Worker):
         load_dcp(os.path.join(local_path, "dcp"), self.actor_module, self.actor_optimizer)
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
         self.rollout.set_rng_state(extra["rollout_rng"])
-        self._weights_stale = self.config.rollout.name == "vllm"
+        self._weights_stale = self._engine_owns_weights
 
 
 class CriticWorker(Worker):

