@@ -243,7 +243,8 @@ class ActorRolloutRefWorker(Worker):
         """One request to this worker's rollout (verl's server call, ``vLLMHttpServer.generate``): what an agent loop
         drives. In process only (``trainer.backend=local``, where the rollout samples with the actor's module in
         place); on the Ray backend the rollout's weights are gathered collectively per batch call, so a per-request
-        call has none to use (docs/rollout.md says what is missing)."""
+        call has none to use (docs/rollout.md says what is missing). A vLLM engine first gets the actor's weights
+        if they changed since its last hand-over, so a request after an update samples the updated policy."""
         if not self._is_actor:
             raise RuntimeError(f"role {self.role!r} has no rollout: generate needs actor_rollout or actor_rollout_ref")
         if self.rollout_module is not self.actor_module:
@@ -251,6 +252,9 @@ class ActorRolloutRefWorker(Worker):
                 "per-request generate runs with trainer.backend=local only: on the Ray backend the rollout's full "
                 "weights exist only during a generate_sequences call (gathered from the FSDP shards by every rank)"
             )
+        # on the event loop's thread, so no request of this loop slips past it: the engine lock waits for a batch in
+        # flight, and every batch that starts after the hand-over (queued requests included) samples the new weights
+        self._sync_engine_weights()
         return await self.rollout.generate(
             prompt_ids, sampling_params, request_id, image_data=image_data, video_data=video_data, priority=priority
         )

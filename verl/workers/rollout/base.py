@@ -124,7 +124,7 @@ _ROLLOUT_REGISTRY: dict[tuple[str, str], str] = {
     ("hf", "sync"): "verl.workers.rollout.hf_rollout.HFRollout",
     ("hf", "async"): "verl.workers.rollout.hf_rollout.HFRollout",
     ("vllm", "sync"): "verl.workers.rollout.vllm_rollout.vLLMRollout",
-    ("vllm", "async"): "verl.workers.rollout.vllm_rollout.vLLMRollout",  # the batch call; per-request: HF only
+    ("vllm", "async"): "verl.workers.rollout.vllm_rollout.vLLMRollout",
 }
 
 

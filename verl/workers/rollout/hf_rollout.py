@@ -34,11 +34,12 @@ Output batch keys (as in volcengine/verl): ``prompts`` (bs, P), ``responses`` (b
 ``non_tensor_batch`` and ``meta_info`` pass through unchanged.
 
 The per-request call of the rollout interface (`BaseRollout`), ``async generate(prompt_ids, sampling_params,
-request_id) -> TokenOutput``, decodes concurrent requests together: a `RequestBatcher` gathers them (those arriving
-within ``request_window_s``, at most ``rollout.max_num_seqs`` and ``micro_batch_size``) and one batched decode
-(`request_decode.decode_requests`) samples every request with its own settings, in a worker thread. Draws are keyed
-by the request's number -- the count of ``generate`` calls before it -- or by its own ``sampling_params["seed"]``,
-never by its batch. Batch and per-request decodes never overlap (one lock). docs/rollout.md has the contract.
+request_id) -> TokenOutput`` (`BatchedGenerate`, shared with vLLM), decodes concurrent requests together: a
+`RequestBatcher` gathers them (those arriving within ``request_window_s``, at most ``rollout.max_num_seqs`` and
+``micro_batch_size``) and one batched decode (`request_decode.decode_requests`) samples every request with its own
+settings, in a worker thread. Draws are keyed by the request's number -- the count of ``generate`` calls before
+it -- or by its own ``sampling_params["seed"]``, never by its batch. Batch and per-request decodes never overlap
+(one lock). docs/rollout.md has the contract.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -59,11 +59,11 @@ from verl.utils.forward import forward_signature, output_cache
 from verl.utils.torch_dtypes import autocast_context
 from verl.workers.config import RolloutConfig
 from verl.workers.rollout.base import BaseRollout, TokenOutput
+from verl.workers.rollout.batched_generate import BatchedGenerate
 from verl.workers.rollout.kv_cache import can_select_rows, is_preallocated, preallocate, select_rows
 from verl.workers.rollout.lean_decode import LeanDecoder
-from verl.workers.rollout.request_batcher import RequestBatcher
 from verl.workers.rollout.request_decode import decode_requests
-from verl.workers.rollout.request_params import RequestSpec, resolve_request
+from verl.workers.rollout.request_params import RequestSpec
 from verl.workers.rollout.sampling import batch_sampling_params, filter_logits, keyed_uniform, sample_inverse_cdf
 
 logger = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _as_rollout_config(config: RolloutConfig | Mapping | None) -> tuple[RolloutC
 _NULLABLE = ("micro_batch_size", "max_model_len", "log_prob_micro_batch_size")
 
 
-class HFRollout(BaseRollout):
+class HFRollout(BatchedGenerate, BaseRollout):
     """Sample responses for left-padded prompts with ``module`` (an HF ``PreTrainedModel``) used in place.
 
     Args:
@@ -130,32 +130,11 @@ class HFRollout(BaseRollout):
         self.seed = int(seed)
         self.retire_finished = retire_finished
         self.calls = 0  # sampling calls so far: the second key of every draw
-        self.requests = 0  # generate requests so far: each request's number keys its draws
-        self.request_window_s = float(request_window_s)
-        self._batcher: RequestBatcher | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self.request_window_s = float(request_window_s)  # the per-request state: BatchedGenerate
         self._engine_lock = threading.Lock()  # one decode at a time: batch calls and request batches share the module
         self._cache_kwarg, self._takes_logits_to_keep = forward_signature(module)
         # fused_decode: the one-token steps run through LeanDecoder (fewer, fused kernels; see lean_decode.py)
         self._lean = LeanDecoder.build(module) if self.config.fused_decode else None
-
-    # ------------------------------------------------------------------------------------------------------ rng
-
-    def get_rng_state(self) -> torch.Tensor:
-        """``(seed, calls, requests)`` as an int64 tensor, for checkpointing."""
-        return torch.tensor([self.seed, self.calls, self.requests], dtype=torch.int64)
-
-    def set_rng_state(self, state: torch.Tensor) -> None:
-        """Restore a state from `get_rng_state`; the following samples replay those drawn after it was taken. A
-        ``(seed, calls)`` state (written before per-request generation existed) restarts the request count at 0."""
-        state = torch.as_tensor(state)
-        if state.dtype != torch.int64 or state.numel() not in (2, 3):
-            raise ValueError(
-                "HFRollout.set_rng_state: expected the (seed, calls, requests) int64 tensor of get_rng_state; this "
-                "checkpoint was written by an older sampler -- resume it with the version that wrote it, or start over"
-            )
-        self.seed, self.calls = int(state[0]), int(state[1])
-        self.requests = int(state[2]) if state.numel() == 3 else 0
 
     def _device(self) -> torch.device:
         for p in self.module.parameters():
@@ -236,50 +215,10 @@ class HFRollout(BaseRollout):
         """The actor worker's sampler: ``module`` is the policy itself (sampled in place; ``model_path`` unused)."""
         return cls(module, config, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos_token_ids, seed=seed)
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        sampling_params: dict[str, Any],
-        request_id: str,
-        image_data: list[Any] | None = None,
-        video_data: list[Any] | None = None,
-        priority: int = 0,
-    ) -> TokenOutput:
-        """One request's response, decoded in a batch with the requests that arrive with it (see the module
-        docstring; the keys of ``sampling_params``: `request_params`). ``priority`` is accepted and unused
-        (requests run in arrival order). A bad request raises ``ValueError`` naming it; the others run on."""
-        number = self.requests  # taken before any await: requests are numbered in the order generate is called
-        self.requests += 1
-        if image_data or video_data:
-            raise ValueError(f"rollout generate request {request_id!r}: image/video inputs need a multimodal engine")
-        spec = resolve_request(
-            request_id,
-            prompt_ids,
-            sampling_params,
-            config=self.config,
-            eos_token_ids=self.eos_token_ids,
-            number=number,
-            seed=self.seed,
-            vocab_size=self._vocab_size(),
-            max_model_len=self._max_model_len(),
-        )
-        if spec.max_tokens == 0:
-            return TokenOutput(
-                token_ids=[], log_probs=[], stop_reason="completed", num_preempted=0, finish_reason="length"
-            )
+    def _request_batch_limit(self) -> int:
+        """``rollout.max_num_seqs`` requests per decode, and ``rollout.micro_batch_size`` when set."""
         limit, micro = int(self.config.max_num_seqs), self.config.micro_batch_size
-        if micro is not None and int(micro) > 0:  # rollout.micro_batch_size bounds a decode's rows here too
-            limit = min(limit, int(micro))
-        if self._executor is None:  # one thread: decodes leave the event loop free for the agent loop's other work
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-rollout")
-        self._batcher = RequestBatcher.for_running_loop(
-            self._batcher,
-            run_batch=self._decode_requests,
-            max_batch_size=max(1, limit),
-            window_s=self.request_window_s,
-            executor=self._executor,
-        )
-        return await self._batcher.submit(spec)
+        return min(limit, int(micro)) if micro is not None and int(micro) > 0 else limit
 
     def _decode_requests(self, requests: list[RequestSpec]) -> list[TokenOutput]:
         with self._generation_session():

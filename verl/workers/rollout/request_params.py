@@ -154,8 +154,9 @@ def resolve_request(
     if room is not None and room < 1:
         raise _fail(
             request_id,
-            f"the prompt has {len(prompt)} tokens; the model's maximum length is {max_model_len} (rollout.max_model_len, "
-            "else the model's max_position_embeddings), which leaves no room for a response: shorten the prompt",
+            f"the prompt has {len(prompt)} tokens; the model's maximum length is {max_model_len} "
+            "(rollout.max_model_len; unset: hf the model's max_position_embeddings, vllm prompt_length + "
+            "response_length), which leaves no room for a response: shorten the prompt or raise rollout.max_model_len",
         )
 
     if "max_tokens" in params and "max_new_tokens" in params:

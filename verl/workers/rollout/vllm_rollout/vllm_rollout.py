@@ -20,12 +20,20 @@ on what else the engine batches with it. ``rollout_log_probs`` are vLLM's ``proc
 tokens: ``log_softmax(logits / temperature)`` without top-k/top-p (as the actor recomputes them); with top-k or
 top-p set they are under the filtered distribution (vLLM's and verl's behaviour). The output batch has the HF
 sampler's keys and shapes (see `verl.workers.rollout.hf_rollout`).
+
+The per-request call, ``async generate(prompt_ids, sampling_params, request_id) -> TokenOutput``, is the HF
+sampler's (`BatchedGenerate`: the same keys, checks, errors and request numbering); concurrent requests are gathered
+by its `RequestBatcher` into one ``LLM.generate`` call (a list of prompts, one ``SamplingParams`` each) on one worker
+thread. A request's seed is ``row_seed(seed, 0, key)`` with its key (its number, or its own ``seed``), so the same
+request samples the same response however the requests are grouped. The in-process engine is not thread-safe: batch
+calls, request batches, weight loads and sleep/wake-up take one lock.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -33,7 +41,9 @@ import torch
 
 from verl.protocol import DataProto
 from verl.utils.import_utils import require
-from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.base import BaseRollout, TokenOutput
+from verl.workers.rollout.batched_generate import BatchedGenerate
+from verl.workers.rollout.request_params import RequestSpec
 from verl.workers.rollout.sampling import batch_sampling_params
 
 logger = logging.getLogger(__name__)
@@ -92,8 +102,10 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
     return kwargs
 
 
-class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
-    """``generate_sequences(DataProto) -> DataProto`` on a vLLM engine, with in-place weight updates."""
+class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class name)
+    """``generate_sequences(DataProto) -> DataProto`` and the per-request ``async generate`` on a vLLM engine, with
+    in-place weight updates. vLLM's in-process ``LLM`` is not thread-safe and per-request batches run on a worker
+    thread, so every engine call (batch, request batch, weights, sleep) holds ``_engine_lock``."""
 
     @classmethod
     def build_hybrid(
@@ -121,6 +133,7 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
         device: str = "cpu",
     ):
         super().__init__(config=config)
+        self._engine_lock = threading.Lock()  # one engine call at a time (see the class docstring)
         self.eos_token_ids = list(eos_token_ids)
         self.pad_token_id = int(pad_token_id)
         self.seed = int(seed)
@@ -142,8 +155,11 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
                 yield from bucket
 
         # vLLM's in-place reload: re-runs each layer's weight loader and post-processing (CPU kernels repack)
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": stream(), "is_checkpoint_format": True})
-        self.llm.reset_prefix_cache()
+        with self._engine_lock:
+            self.llm.collective_rpc(
+                "reload_weights", kwargs={"weights_iterator": stream(), "is_checkpoint_format": True}
+            )
+            self.llm.reset_prefix_cache()
         return counted[0]
 
     async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], **kwargs: Any) -> None:
@@ -153,25 +169,20 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
     async def release(self) -> None:
         """Give the KV cache (and weights) back while training: vLLM's sleep mode on GPUs; nothing on the CPU."""
         if self.config.free_cache_engine and not self.on_cpu and not self.sleeping:
-            self.llm.sleep(level=1)
+            with self._engine_lock:
+                self.llm.sleep(level=1)
             self.sleeping = True
 
     async def resume(self, tags: list[str] | None = None) -> None:
         if self.sleeping:
-            self.llm.wake_up(tags)
+            with self._engine_lock:
+                self.llm.wake_up(tags)
             self.sleeping = False
-
-    def get_rng_state(self) -> torch.Tensor:
-        return torch.tensor([self.seed, self.calls], dtype=torch.int64)
-
-    def set_rng_state(self, state: torch.Tensor) -> None:
-        self.seed, self.calls = (int(v) for v in state.tolist())
 
     # -------------------------------------------------------------------------------------------- generation
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         """One response per prompt row, in the HF sampler's output format (``prompts``, ``responses``,
         ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``, ``rollout_log_probs``)."""
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         if prompts.batch is None or "input_ids" not in prompts.batch:
@@ -193,31 +204,28 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
         for row in range(bs):
             requests.append(TokensPrompt(prompt_token_ids=ids[row][mask[row].bool()].tolist()))
             sampling.append(
-                SamplingParams(
-                    n=1,
-                    temperature=params["temperature"] if params["do_sample"] else 0.0,
-                    top_p=params["top_p"] if params["do_sample"] else 1.0,
-                    top_k=params["top_k"] if params["do_sample"] and params["top_k"] > 0 else 0,
+                _vllm_sampling_params(
+                    greedy=not params["do_sample"],
+                    temperature=params["temperature"],
+                    top_k=params["top_k"],
+                    top_p=params["top_p"],
                     max_tokens=resp_len,
-                    logprobs=0,
-                    seed=row_seed(self.seed, call, int(sample_index[row])) if params["do_sample"] else None,
+                    seed=row_seed(self.seed, call, int(sample_index[row])),
                     stop_token_ids=stop,
                     ignore_eos=bool(self.config.ignore_eos) or not stop,
-                    detokenize=False,
                 )
             )
-        outputs = self.llm.generate(requests, sampling, use_tqdm=False) if bs else []
+        outputs = self._engine_generate(requests, sampling)
         responses = torch.full((bs, resp_len), self.pad_token_id, dtype=ids.dtype)
         log_probs = torch.zeros((bs, resp_len), dtype=torch.float32)
         resp_mask = torch.zeros((bs, resp_len), dtype=mask.dtype)
         for row, out in enumerate(outputs):
-            completion = out.outputs[0]
-            tokens = list(completion.token_ids)[:resp_len]
+            tokens, token_log_probs = _sampled_tokens(out.outputs[0], resp_len)
             n = len(tokens)
             responses[row, :n] = torch.tensor(tokens, dtype=ids.dtype)
             resp_mask[row, :n] = 1
-            if completion.logprobs is not None:
-                log_probs[row, :n] = torch.tensor([lp[t].logprob for lp, t in zip(completion.logprobs, tokens)])
+            if token_log_probs is not None:
+                log_probs[row, :n] = torch.tensor(token_log_probs)
         delta = torch.arange(1, resp_len + 1, dtype=pos.dtype).unsqueeze(0)
         out_batch = {
             "prompts": ids,
@@ -231,6 +239,99 @@ class vLLMRollout(BaseRollout):  # noqa: N801 (verl's class name)
         return DataProto.from_dict(
             tensors=out_batch, non_tensors=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info)
         )
+
+    # ------------------------------------------------------------------------------------- per-request interface
+    def _decode_requests(self, requests: list[RequestSpec]) -> list[TokenOutput]:
+        """One vLLM ``generate`` call for a batch of checked requests (`BatchedGenerate`), each with its own
+        settings and seed: ``row_seed(seed, 0, sample_key)``, the batch call's hash at call 0 with the request's key
+        (>= 2**62, never a batch row's ``sample_index``), so a request's draws do not depend on its batch. The stop ids
+        are the request's own (its EOS ids unless it ignores EOS), so vLLM's EOS handling is off."""
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for r in requests]
+        sampling = [
+            _vllm_sampling_params(
+                greedy=r.greedy,
+                temperature=r.temperature,
+                top_k=r.top_k,
+                top_p=r.top_p,
+                max_tokens=r.max_tokens,
+                seed=row_seed(r.seed, 0, r.sample_key),
+                stop_token_ids=r.stop_token_ids,
+                ignore_eos=True,
+            )
+            for r in requests
+        ]
+        results = []
+        for request, out in zip(requests, self._engine_generate(prompts, sampling)):
+            completion = out.outputs[0]
+            tokens, log_probs = _sampled_tokens(completion, request.max_tokens)
+            aborted = completion.finish_reason == "abort"
+            results.append(
+                TokenOutput(
+                    token_ids=tokens,
+                    log_probs=log_probs,
+                    stop_reason="aborted" if aborted else "completed",
+                    num_preempted=None,  # vLLM's RequestOutput does not say
+                    finish_reason=completion.finish_reason,
+                )
+            )
+        return results
+
+    def _engine_generate(self, prompts: list[Any], sampling: list[Any]) -> list[Any]:
+        """vLLM's ``generate`` under the engine lock (the trainer's thread and the request thread share the engine)."""
+        if not prompts:
+            return []
+        with self._engine_lock:
+            return self.llm.generate(prompts, sampling, use_tqdm=False)
+
+    def _vocab_size(self) -> int | None:
+        return int(self.llm.model_config.get_vocab_size())
+
+    def _max_model_len(self) -> int | None:
+        """The engine's ``max_model_len`` (``rollout.max_model_len``, default prompt + response length)."""
+        return int(self.llm.model_config.max_model_len)
+
+    def _request_batch_limit(self) -> int:
+        """``rollout.max_num_seqs``: the engine runs that many sequences at once; more would only queue in it."""
+        return int(self.config.max_num_seqs)
+
+
+def _vllm_sampling_params(
+    *,
+    greedy: bool,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    max_tokens: int,
+    seed: int,
+    stop_token_ids: Iterable[int],
+    ignore_eos: bool,
+) -> Any:
+    """One response's ``vllm.SamplingParams``: greedy is temperature 0 without a seed; ``top_k <= 0`` is off;
+    ``logprobs=0`` returns the sampled token's log-prob only."""
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        n=1,
+        temperature=0.0 if greedy else temperature,
+        top_p=1.0 if greedy else top_p,
+        top_k=top_k if not greedy and top_k > 0 else 0,
+        max_tokens=max_tokens,
+        logprobs=0,
+        seed=None if greedy else seed,
+        stop_token_ids=list(stop_token_ids),
+        ignore_eos=ignore_eos,
+        detokenize=False,
+    )
+
+
+def _sampled_tokens(completion: Any, limit: int) -> tuple[list[int], list[float] | None]:
+    """A vLLM ``CompletionOutput``'s first ``limit`` token ids and their log-probs (None when it has none)."""
+    tokens = list(completion.token_ids)[:limit]
+    if completion.logprobs is None:
+        return tokens, None
+    return tokens, [lp[t].logprob for lp, t in zip(completion.logprobs, tokens)]
 
 
 def _buckets(weights: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterator[list[tuple[str, torch.Tensor]]]:
