@@ -61,8 +61,12 @@ def row_seed(seed: int, call: int, sample_index: int) -> int:
     return (z ^ (z >> 31)) >> 1
 
 
-def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> dict[str, Any]:
-    """``vllm.LLM`` arguments from verl's rollout keys (``cfg`` is the rollout section)."""
+def vllm_engine_kwargs(
+    cfg: Any, model_path: str, seed: int, on_cpu: bool, tensor_parallel_size: int = 1
+) -> dict[str, Any]:
+    """``vllm.LLM`` arguments from verl's rollout keys (``cfg`` is the rollout section). ``tensor_parallel_size``:
+    the devices one engine spans -- a standalone engine's choice (the OpenAI-compatible server's
+    ``--tensor_parallel_size``); the actor's worker holds one whole engine (1)."""
     from verl.utils.model import resolve_model_path
 
     model_path = resolve_model_path(model_path)
@@ -75,7 +79,7 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
         "enforce_eager": bool(cfg.enforce_eager),
         "max_model_len": int(max_model_len),
         "gpu_memory_utilization": float(cfg.gpu_memory_utilization),
-        "tensor_parallel_size": 1,  # one engine per worker process (see tensor_parallel_size below)
+        "tensor_parallel_size": int(tensor_parallel_size),
         "max_num_seqs": int(cfg.max_num_seqs),
         "enable_chunked_prefill": bool(cfg.enable_chunked_prefill),
         "enable_prefix_caching": bool(cfg.enable_prefix_caching),
@@ -93,7 +97,7 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool) -> di
         # a prompt prefilled in chunks rewinds its seeded generator, which CPU generators cannot do (vLLM raises
         # "CPU Generator does not use offset"): whole prompts only
         kwargs["enable_chunked_prefill"] = False
-    if int(cfg.tensor_model_parallel_size) > 1:
+    if tensor_parallel_size == 1 and int(cfg.tensor_model_parallel_size) > 1:
         logger.warning(
             "rollout.tensor_model_parallel_size=%s: each worker process holds one whole vLLM engine in this version "
             "(tensor parallelism across workers is not implemented); the engine runs with 1",
@@ -131,6 +135,7 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         pad_token_id: int,
         seed: int = 0,
         device: str = "cpu",
+        tensor_parallel_size: int = 1,
     ):
         super().__init__(config=config)
         self._engine_lock = threading.Lock()  # one engine call at a time (see the class docstring)
@@ -140,7 +145,8 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         self.calls = 0
         self.on_cpu = device == "cpu"
         self.sleeping = False
-        self.llm = _build_llm(vllm_engine_kwargs(config, model_path, seed, self.on_cpu), self.on_cpu)
+        kwargs = vllm_engine_kwargs(config, model_path, seed, self.on_cpu, tensor_parallel_size=tensor_parallel_size)
+        self.llm = _build_llm(kwargs, self.on_cpu)
         self._response_length_set = config.response_length is not None
 
     # ---------------------------------------------------------------------------------------------- weights
