@@ -91,7 +91,15 @@ def train_tool_call_model(out_dir: str, max_steps: int = 400) -> str:
     tokenizer = build_tokenizer()
     tokenizer.chat_template = TOOL_TEMPLATE
     model = build_tiny_model(
-        tokenizer, TinyModelConfig(hidden_size=64, num_layers=2, intermediate_size=128, max_position_embeddings=1024)
+        tokenizer,
+        TinyModelConfig(
+            hidden_size=64,
+            num_layers=2,
+            num_heads=2,
+            num_kv_heads=1,
+            intermediate_size=128,
+            max_position_embeddings=1024,
+        ),
     )
     rows = []
     for messages, tools in CONVERSATIONS:

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     require_serve_dependencies()
     import uvicorn
 
-    from verl.experimental.openai_server.served_model import load_served_model
+    from verl.experimental.openai_server.served_model import check_engine, load_served_model
 
     check_port_free(args.host, args.port)
     served = load_served_model(
@@ -103,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         max_num_seqs=args.max_num_seqs,
         trust_remote_code=args.trust_remote_code,
     )
+    try:
+        check_engine(served)
+    except RuntimeError:
+        close_engine(served)
+        raise
     app = build_app(served, api_key=args.api_key)
     config = uvicorn.Config(
         app,

@@ -21,7 +21,7 @@ from typing import Any
 
 from verl.utils.model import BUILTIN_PREFIX, resolve_model_path
 
-__all__ = ["ServedModel", "load_served_model", "resolve_served_model_dir"]
+__all__ = ["ServedModel", "check_engine", "load_served_model", "resolve_served_model_dir"]
 
 ENGINES = ("hf", "vllm")
 LATEST = "latest_checkpointed_iteration.txt"  # verl's pointer to a run's newest checkpoint
@@ -160,3 +160,18 @@ def load_served_model(
         vocab_size=vocab_size,
         created=int(time.time()),
     )
+
+
+def check_engine(served: ServedModel) -> None:
+    """One greedy 1-token request through the engine before the server opens, so an engine that cannot run this model
+    fails at start with the reason (e.g. vLLM's CPU attention supports head sizes 32..512 only), not on a user's
+    first request."""
+    import asyncio
+
+    prompt = served.tokenizer("0", add_special_tokens=False)["input_ids"]
+    try:
+        asyncio.run(served.rollout.generate(prompt, {"max_tokens": 1, "temperature": 0}, "startup-check"))
+    except Exception as e:
+        raise RuntimeError(
+            f"the {served.engine} engine failed a 1-token request with {served.model_dir}: {type(e).__name__}: {e}"
+        ) from e
