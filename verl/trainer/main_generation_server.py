@@ -75,7 +75,7 @@ def close_engine(served) -> None:
     llm = getattr(rollout, "llm", None)
     if llm is not None:
         llm.llm_engine.engine_core.shutdown()
-        from verl.workers.rollout.vllm_rollout import shutdown_vllm_process_group
+        from verl.workers.rollout.vllm_rollout.vllm_rollout import shutdown_vllm_process_group
 
         shutdown_vllm_process_group()
 
