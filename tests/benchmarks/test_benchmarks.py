@@ -78,3 +78,15 @@ def test_torch_compile_probe_matches_eager():
                       "--threads", "1"])  # fmt: skip
     assert out["compile_s"] > 0 and out["eager_s"] > 0 and out["compiled_s"] > 0
     assert out["loss_compiled"] == pytest.approx(out["loss_eager"], rel=1e-5)  # same model, same inputs
+
+
+def test_serve_throughput_starts_a_server_and_reports_each_level(tmp_path):
+    for module in ("openai", "fastapi", "uvicorn"):
+        pytest.importorskip(module, reason="the server is the optional 'serve' extra: pip install -e '.[serve]'")
+    bench = load("serve_throughput")
+    md = tmp_path / "serve.md"
+    rows = bench.main(["--concurrency", "1", "3", "--rounds", "2", "--max_tokens", "4", "--md", str(md)])
+    assert [r["clients"] for r in rows] == [1, 3]
+    assert all(r["requests"] == 2 * r["clients"] and r["completion_tokens"] == 4 * r["requests"] for r in rows)
+    assert all(r["requests_per_s"] > 0 and r["latency_p95_s"] >= r["latency_p50_s"] > 0 for r in rows)
+    assert "| concurrent clients | requests | requests/s |" in md.read_text()

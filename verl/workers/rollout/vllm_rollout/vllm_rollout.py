@@ -75,10 +75,14 @@ def row_seed(seed: int, call: int, sample_index: int) -> int:
     return (z ^ (z >> 31)) >> 1
 
 
-def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool, world_size: int = 1) -> dict[str, Any]:
+def vllm_engine_kwargs(
+    cfg: Any, model_path: str, seed: int, on_cpu: bool, world_size: int = 1, tensor_parallel_size: int = 1
+) -> dict[str, Any]:
     """``vllm.LLM`` arguments from verl's rollout keys (``cfg`` is the rollout section). ``world_size``: ranks of the
     trainer's process group this engine is built in (Ray backend); above 1 the engine joins that world and spans
-    ``tensor_model_parallel_size`` of its ranks (`trainer_world`)."""
+    ``rollout.tensor_model_parallel_size`` of its ranks (`trainer_world`). ``tensor_parallel_size``: the devices a
+    standalone engine spans (the OpenAI-compatible server's ``--tensor_parallel_size``); in a one-process trainer
+    the worker holds one whole engine (1)."""
     from verl.utils.model import resolve_model_path
 
     model_path = resolve_model_path(model_path)
@@ -91,7 +95,7 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool, world
         "enforce_eager": bool(cfg.enforce_eager),
         "max_model_len": int(max_model_len),
         "gpu_memory_utilization": float(cfg.gpu_memory_utilization),
-        "tensor_parallel_size": 1,  # one process, one engine; in a trainer world: see below
+        "tensor_parallel_size": int(tensor_parallel_size),  # in a trainer world: see below
         "max_num_seqs": int(cfg.max_num_seqs),
         "enable_chunked_prefill": bool(cfg.enable_chunked_prefill),
         "enable_prefix_caching": bool(cfg.enable_prefix_caching),
@@ -112,7 +116,7 @@ def vllm_engine_kwargs(cfg: Any, model_path: str, seed: int, on_cpu: bool, world
     tp = int(cfg.tensor_model_parallel_size)
     if world_size > 1:
         kwargs.update(external_launcher_kwargs(tp, world_size))
-    elif tp > 1:
+    elif tensor_parallel_size == 1 and tp > 1:
         logger.warning(
             "rollout.tensor_model_parallel_size=%s: one worker process holds one whole vLLM engine (the local backend, "
             "or a Ray run of one worker); the engine runs with 1",
@@ -150,6 +154,7 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         pad_token_id: int,
         seed: int = 0,
         device: str = "cpu",
+        tensor_parallel_size: int = 1,
     ):
         super().__init__(config=config)
         self._engine_lock = threading.Lock()  # one engine call at a time (see the class docstring)
@@ -160,7 +165,10 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         self.on_cpu = device == "cpu"
         self.sleeping = False
         world = trainer_world_size()
-        self.llm = _build_llm(vllm_engine_kwargs(config, model_path, seed, self.on_cpu, world), self.on_cpu)
+        kwargs = vllm_engine_kwargs(
+            config, model_path, seed, self.on_cpu, world_size=world, tensor_parallel_size=tensor_parallel_size
+        )
+        self.llm = _build_llm(kwargs, self.on_cpu)
         # an engine over several ranks samples the union of their shares (`trainer_world`)
         tp_rows = TensorParallelRows() if world > 1 else None
         self.tp_rows = tp_rows if tp_rows is not None and tp_rows.size > 1 else None
