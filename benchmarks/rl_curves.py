@@ -292,8 +292,18 @@ def _commit() -> str:
     return sha + (" with uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def engine_section(results: list[dict], engines: list[str], command: str, img_rel: str, threads: int) -> str:
-    """The markdown section of an engine comparison: how it was run, curves, per-run and per-engine tables."""
+def describe_setup(command: str, threads: int) -> str:
+    """Where, when and with what the runs went: taken when they start (the checkout may move on meanwhile)."""
+    return (
+        f"Measured by `{command}` at commit {_commit()} on {platform.machine()} with {os.cpu_count()} CPU cores "
+        f"({'OMP_NUM_THREADS=' + str(threads) if threads > 0 else 'default threads'} per run), "
+        f"{time.strftime('%Y-%m-%d')}; {_versions()}."
+    )
+
+
+def engine_section(results: list[dict], engines: list[str], setup: str, img_rel: str) -> str:
+    """The markdown section of an engine comparison: how it was run (``setup``: `describe_setup`), curves, per-run
+    and per-engine tables."""
     seeds = sorted({r["seed"] for r in results})
     runs = {(r["engine"], r["seed"]): r for r in results}
     cols = [(e, s) for e in engines for s in seeds]
@@ -301,9 +311,7 @@ def engine_section(results: list[dict], engines: list[str], command: str, img_re
     lines = [
         ENGINE_SECTION,
         "",
-        f"Measured by `{command}` at commit {_commit()} on {platform.machine()} with {os.cpu_count()} CPU cores "
-        f"({'OMP_NUM_THREADS=' + str(threads) if threads > 0 else 'default threads'} per run), "
-        f"{time.strftime('%Y-%m-%d')}; {_versions()}. Each run is the default GRPO job "
+        f"{setup} Each run is the default GRPO job "
         "(`python -m verl.trainer.main_ppo`) with only `actor_rollout_ref.rollout.name` (vLLM also "
         "`rollout.tensor_model_parallel_size=1`) and `trainer.seed` changed; runs went one after another, seed by "
         "seed. Held-out greedy accuracy on the test split (`builtin://arithmetic/test`, 200 problems unless "
@@ -392,6 +400,7 @@ def upsert_section(md_path: str, heading: str, section: str) -> None:
 def run_engines(args: argparse.Namespace, overrides: list[str], command: str) -> list[dict]:
     engines, seeds = args.engines.split(","), [int(s) for s in args.seeds.split(",")]
     check_engines_importable(engines)
+    setup = describe_setup(command, args.threads)
     results = []
     for seed in seeds:
         for engine in engines:
@@ -406,7 +415,7 @@ def run_engines(args: argparse.Namespace, overrides: list[str], command: str) ->
     img = args.img or os.path.join(ROOT, "docs", "img", "rl_curves_engines.png")
     plot_engine_curves(results, engines, img)
     img_rel = os.path.relpath(img, os.path.dirname(os.path.abspath(args.md)))
-    upsert_section(args.md, ENGINE_SECTION, engine_section(results, engines, command, img_rel, args.threads))
+    upsert_section(args.md, ENGINE_SECTION, engine_section(results, engines, setup, img_rel))
     with open(os.path.join(args.work_dir, "engine_runs.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(f"wrote {args.md} ({ENGINE_SECTION[3:]}) and {img}")

@@ -107,13 +107,13 @@ def test_rl_curves_engine_section_compares_mean_gains_over_seeds():
         _curve_run("hf", 3, [0.30, 0.40, 0.60]),
         _curve_run("vllm", 3, [0.30, 0.40, 0.61]),
     ]
-    text = bench.engine_section(results, ["hf", "vllm"], "python benchmarks/rl_curves.py --engines hf,vllm", "i.png", 1)
+    text = bench.engine_section(results, ["hf", "vllm"], "Measured by `cmd`.", "i.png")
     assert "| hf | 3 | +40.0 ± 10.0 | +30.0..+50.0 | 70.0 | 70.0 |" in text
     assert "**-2.0 points** (per seed: s1 -2.0, s2 -5.0, s3 +1.0); within the 5-point bar" in text
     assert "| vllm | 1 | 30.0 | 68.0 | +38.0 | 75.0 (10) |" in text  # best during the run, with its step
     assert "| 20 | 70.0 | 80.0 | 60.0 | 68.0 | 75.0 | 61.0 | 70.0 | 68.0 |" in text  # per-seed curves and means
     results[1]["curve"][-1] = (20, 0.50)  # vllm seed 1 gains 20: mean 32, 8 points short
-    assert "NOT within the 5-point bar" in bench.engine_section(results, ["hf", "vllm"], "cmd", "i.png", 0)
+    assert "NOT within the 5-point bar" in bench.engine_section(results, ["hf", "vllm"], "", "i.png")
 
 
 def test_rl_curves_sections_survive_the_other_mode(tmp_path):
