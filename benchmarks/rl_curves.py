@@ -15,7 +15,8 @@ in its own subprocess (this script's interpreter), one after another, with one t
   "## HF sampler vs vLLM rollout" of docs/results.md -- per-seed curves, start / end / gain / best per run, the
   gain's mean and spread per engine and the difference of the mean gains against the 5-point bar of issue 16 -- and
   docs/img/rl_curves_engines.png (mean curve per engine, min-max band over seeds). Launch it with a Python that has
-  vLLM (the runs use `sys.executable`).
+  vLLM (the runs use `sys.executable`). Each run keeps its directory under --work-dir (metrics.jsonl, run.json with
+  its wall time, setup.md for the whole set); `--report-only` rebuilds the section and PNG from them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE_SECTION = "## HF sampler vs vLLM rollout"
 GAIN_BAR_POINTS = 5.0  # issue 16: vLLM's held-out gain within 5 points of the HF sampler's
+# one greedy evaluation on 200 problems moves by several points from one evaluation to the next: the late means
+# (last evaluations, last steps' training reward) are steadier views of where a run ended
+LATE_EVALS, LATE_STEPS = 3, 20
 # what each engine's run sets besides rollout.name
 ENGINE_OVERRIDES = {"hf": [], "vllm": ["actor_rollout_ref.rollout.tensor_model_parallel_size=1"]}
 
@@ -42,7 +46,8 @@ ENGINE_OVERRIDES = {"hf": [], "vllm": ["actor_rollout_ref.rollout.tensor_model_p
 # ------------------------------------------------------------------------------------------------------ running
 def run_job(label: str, out_dir: str, overrides: list[str], threads: int = 0) -> dict:
     """Run the main job once into a fresh ``out_dir`` (its file logger appends, so a stale metrics.jsonl would mix
-    two runs) and summarize its metrics; ``threads > 0`` sets the child's OpenMP/MKL threads."""
+    two runs), note its wall time there (run.json) and summarize it (`read_run`); ``threads > 0`` sets the child's
+    OpenMP/MKL threads."""
     shutil.rmtree(out_dir, ignore_errors=True)
     args = [
         sys.executable,
@@ -61,8 +66,17 @@ def run_job(label: str, out_dir: str, overrides: list[str], threads: int = 0) ->
     wall = time.time() - start
     if proc.returncode != 0:
         raise RuntimeError(f"{label} failed:\n{proc.stderr[-3000:]}")
+    with open(os.path.join(out_dir, "run.json"), "w") as f:
+        json.dump({"wall_s": wall, "overrides": overrides}, f)
+    return read_run(out_dir)
+
+
+def read_run(out_dir: str) -> dict:
+    """A finished run's summary from its directory: metrics.jsonl (`summarize_metrics`) and run.json (wall time)."""
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
+    with open(os.path.join(out_dir, "run.json")) as f:
+        wall = json.load(f)["wall_s"]
     return {**summarize_metrics(rows), "wall_s": wall}
 
 
@@ -90,7 +104,7 @@ def summarize_metrics(rows: list[dict]) -> dict:
         "median_gen_s": _median(per_step("timing_s/gen")),
         "update_weights_s": _median([t for t in per_step("timing_s/update_weights") if t > 0]),
         "response_length": _mean(per_step("response_length/mean")),
-        "train_score": _mean(per_step("critic/score/mean")),
+        "train_score_late": _mean(per_step("critic/score/mean")[-LATE_STEPS:]),
         # rollout vs actor probabilities of the sampled tokens (engines that return rollout log-probs only)
         "probs_diff_max": max(per_step("training/rollout_probs_diff_max"), default=float("nan")),
     }
@@ -102,10 +116,12 @@ def run_one(estimator: str, out_dir: str, extra: list[str], threads: int = 0) ->
     return {"estimator": estimator, **r}
 
 
-def run_engine(engine: str, seed: int, work_dir: str, extra: list[str], threads: int = 0) -> dict:
-    """Engine mode: the default job with ``rollout.name`` and ``trainer.seed`` set."""
+def run_engine(engine: str, seed: int, work_dir: str, extra: list[str], threads: int = 0, rerun: bool = True) -> dict:
+    """Engine mode: the default job with ``rollout.name`` and ``trainer.seed`` set (``rerun=False``: read the run
+    already in its directory)."""
+    out_dir = os.path.join(work_dir, f"{engine}_seed{seed}")
     overrides = [f"actor_rollout_ref.rollout.name={engine}", *ENGINE_OVERRIDES.get(engine, []), f"trainer.seed={seed}"]
-    r = run_job(f"{engine} seed {seed}", os.path.join(work_dir, f"{engine}_seed{seed}"), [*overrides, *extra], threads)
+    r = run_job(f"{engine} seed {seed}", out_dir, [*overrides, *extra], threads) if rerun else read_run(out_dir)
     return {"engine": engine, "seed": seed, **r}
 
 
@@ -123,7 +139,8 @@ def check_engines_importable(engines: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------------------ statistics
 def run_stats(curve: list[tuple[int, float]]) -> dict:
-    """Start, end, gain (end - start) and best accuracy of one curve, in points (%)."""
+    """Start, end, gain (end - start), best and the mean of the last `LATE_EVALS` accuracies of one curve, in points
+    (%)."""
     accs = [100 * a for _, a in curve]
     best = max(range(len(accs)), key=lambda i: accs[i])
     return {
@@ -132,11 +149,13 @@ def run_stats(curve: list[tuple[int, float]]) -> dict:
         "gain": accs[-1] - accs[0],
         "best": accs[best],
         "best_step": curve[best][0],
+        "late": statistics.fmean(accs[-LATE_EVALS:]),
     }
 
 
 def engine_stats(runs: list[dict]) -> dict:
-    """Gain over one engine's seeds: mean, sample std (n - 1; 0 for one seed), min and max; mean end and best."""
+    """Gain over one engine's seeds: mean, sample std (n - 1; 0 for one seed), min and max; the means over seeds of
+    end, best, late accuracy and late training score."""
     stats = [run_stats(r["curve"]) for r in runs]
     gains = [s["gain"] for s in stats]
     return {
@@ -146,22 +165,23 @@ def engine_stats(runs: list[dict]) -> dict:
         "gain_max": max(gains),
         "end_mean": statistics.fmean(s["end"] for s in stats),
         "best_mean": statistics.fmean(s["best"] for s in stats),
+        "late_mean": statistics.fmean(s["late"] for s in stats),
+        "train_late_mean": statistics.fmean(r["train_score_late"] for r in runs),
     }
 
 
 def compare_gains(results: list[dict], baseline: str, other: str) -> dict:
     """Mean gain of ``other`` minus that of ``baseline``, the same difference per seed (same seed, same data order
-    and warm start), and whether the means are within the issue's bar."""
+    and warm start), whether the means are within the issue's bar, and the difference of the late accuracies."""
     by = {(r["engine"], r["seed"]): run_stats(r["curve"])["gain"] for r in results}
     seeds = sorted({s for e, s in by if e == baseline} & {s for e, s in by if e == other})
-    diff = (
-        engine_stats([r for r in results if r["engine"] == other])["gain_mean"]
-        - engine_stats([r for r in results if r["engine"] == baseline])["gain_mean"]
-    )
+    base, oth = (engine_stats([r for r in results if r["engine"] == e]) for e in (baseline, other))
+    diff = oth["gain_mean"] - base["gain_mean"]
     return {
         "diff": diff,
         "paired": {s: by[(other, s)] - by[(baseline, s)] for s in seeds},
         "within_bar": abs(diff) <= GAIN_BAR_POINTS,
+        "late_diff": oth["late_mean"] - base["late_mean"],
     }
 
 
@@ -333,9 +353,10 @@ def engine_section(results: list[dict], engines: list[str], setup: str, img_rel:
         lines.append(f"| {step} | " + " | ".join("" if v is None else f"{100 * v:.1f}" for v in cells + means) + " |")
     lines += [
         "",
-        "| engine | seed | start | end | gain (points) | best (step) | response tokens (mean) | train score (mean) | "
-        "max \\|p_rollout - p_actor\\| | wall (s) | median step (s) | median gen (s) | median update_weights (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| engine | seed | start | end | gain (points) | best (step) | last {LATE_EVALS} evals | response tokens "
+        f"(mean) | train score (last {LATE_STEPS} steps) | max \\|p_rollout - p_actor\\| | wall (s) | median step (s) "
+        "| median gen (s) | median update_weights (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e, s in cols:
         if (e, s) not in runs:
@@ -344,14 +365,16 @@ def engine_section(results: list[dict], engines: list[str], setup: str, img_rel:
         upd, pdiff = (_cell(r[k], fmt) for k, fmt in (("update_weights_s", ".3f"), ("probs_diff_max", ".1e")))
         lines.append(
             f"| {e} | {s} | {st['start']:.1f} | {st['end']:.1f} | {st['gain']:+.1f} | {st['best']:.1f} "
-            f"({st['best_step']}) | {r['response_length']:.2f} | {r['train_score']:.3f} | {pdiff} | "
+            f"({st['best_step']}) | {st['late']:.1f} | {r['response_length']:.2f} | {r['train_score_late']:.3f} | "
+            f"{pdiff} | "
             f"{r['wall_s']:.0f} | "
             f"{r['median_step_s']:.2f} | {r['median_gen_s']:.2f} | {upd} |"
         )
     lines += [
         "",
-        "| engine | seeds | gain mean ± std (points) | gain min..max | end mean | best mean |",
-        "|---|---|---|---|---|---|",
+        f"| engine | seeds | gain mean ± std (points) | gain min..max | end mean | best mean | "
+        f"last {LATE_EVALS} evals mean | train score (last {LATE_STEPS} steps) mean |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for e in engines:
         er = [r for r in results if r["engine"] == e]
@@ -361,7 +384,7 @@ def engine_section(results: list[dict], engines: list[str], setup: str, img_rel:
         lines.append(
             f"| {e} | {len(er)} | {g['gain_mean']:+.1f} ± {g['gain_std']:.1f} | "
             f"{g['gain_min']:+.1f}..{g['gain_max']:+.1f} "
-            f"| {g['end_mean']:.1f} | {g['best_mean']:.1f} |"
+            f"| {g['end_mean']:.1f} | {g['best_mean']:.1f} | {g['late_mean']:.1f} | {g['train_late_mean']:.3f} |"
         )
     for other in engines[1:]:
         c = compare_gains(results, engines[0], other)
@@ -369,11 +392,13 @@ def engine_section(results: list[dict], engines: list[str], setup: str, img_rel:
         lines += [
             "",
             f"Mean gain of {other} minus {engines[0]}: **{c['diff']:+.1f} points** (per seed: {paired}); "
-            f"{'within' if c['within_bar'] else 'NOT within'} the {GAIN_BAR_POINTS:.0f}-point bar.",
+            f"{'within' if c['within_bar'] else 'NOT within'} the {GAIN_BAR_POINTS:.0f}-point bar. Mean of the last "
+            f"{LATE_EVALS} evaluations, {other} minus {engines[0]}: {c['late_diff']:+.1f} points.",
         ]
     lines += [
         "",
-        "Gain = end - start accuracy; std is the sample std over seeds. `update_weights` is the median over steps that "
+        "Gain = end - start accuracy; std is the sample std over seeds; train score = the mean reward of the step's "
+        "sampled responses (`critic/score/mean`). `update_weights` is the median over steps that "
         "handed the actor's weights to the engine (a step right after a validation logs 0: the validation's "
         "generation already handed them over).",
         "",
@@ -399,12 +424,20 @@ def upsert_section(md_path: str, heading: str, section: str) -> None:
 # ------------------------------------------------------------------------------------------------------ entry
 def run_engines(args: argparse.Namespace, overrides: list[str], command: str) -> list[dict]:
     engines, seeds = args.engines.split(","), [int(s) for s in args.seeds.split(",")]
-    check_engines_importable(engines)
-    setup = describe_setup(command, args.threads)
+    setup_path = os.path.join(args.work_dir, "setup.md")
+    if args.report_only:  # the setup of the runs that are there
+        with open(setup_path) as f:
+            setup = f.read().strip()
+    else:
+        check_engines_importable(engines)
+        setup = describe_setup(command, args.threads)
+        os.makedirs(args.work_dir, exist_ok=True)
+        with open(setup_path, "w") as f:
+            f.write(setup + "\n")
     results = []
     for seed in seeds:
         for engine in engines:
-            r = run_engine(engine, seed, args.work_dir, overrides, args.threads)
+            r = run_engine(engine, seed, args.work_dir, overrides, args.threads, rerun=not args.report_only)
             st = run_stats(r["curve"])
             print(
                 f"{engine} seed {seed}: {st['start']:.1f}% -> {st['end']:.1f}% (best {st['best']:.1f}%) "
@@ -416,8 +449,6 @@ def run_engines(args: argparse.Namespace, overrides: list[str], command: str) ->
     plot_engine_curves(results, engines, img)
     img_rel = os.path.relpath(img, os.path.dirname(os.path.abspath(args.md)))
     upsert_section(args.md, ENGINE_SECTION, engine_section(results, engines, setup, img_rel))
-    with open(os.path.join(args.work_dir, "engine_runs.json"), "w") as f:
-        json.dump(results, f, indent=1)
     print(f"wrote {args.md} ({ENGINE_SECTION[3:]}) and {img}")
     return results
 
@@ -429,6 +460,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--seeds", default="1", help="engine mode: comma-separated trainer.seed values, e.g. 1,2,3")
     p.add_argument("--steps", type=int, default=None, help="trainer.total_training_steps (default: the job's, 100)")
     p.add_argument("--threads", type=int, default=0, help="OMP/MKL threads per run (0: inherit)")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="engine mode: rebuild the section and PNG from the runs in --work-dir",
+    )
     p.add_argument("--work-dir", default=os.path.join(ROOT, "outputs", "rl_curves"))
     p.add_argument("--img", default=None, help="default docs/img/rl_curves.png (engines: rl_curves_engines.png)")
     p.add_argument("--md", default=os.path.join(ROOT, "docs", "results.md"))

@@ -91,7 +91,7 @@ def _curve_run(engine: str, seed: int, accs: list[float]) -> dict:
         "median_gen_s": 0.2,
         "update_weights_s": 0.1 if engine == "vllm" else nan,
         "response_length": 22.0,
-        "train_score": 0.5,
+        "train_score_late": 0.5,
         "probs_diff_max": 1e-6,
     }
 
@@ -108,9 +108,10 @@ def test_rl_curves_engine_section_compares_mean_gains_over_seeds():
         _curve_run("vllm", 3, [0.30, 0.40, 0.61]),
     ]
     text = bench.engine_section(results, ["hf", "vllm"], "Measured by `cmd`.", "i.png")
-    assert "| hf | 3 | +40.0 ± 10.0 | +30.0..+50.0 | 70.0 | 70.0 |" in text
+    assert "| hf | 3 | +40.0 ± 10.0 | +30.0..+50.0 | 70.0 | 70.0 | 50.0 | 0.500 |" in text  # last 3 of 3 evals
     assert "**-2.0 points** (per seed: s1 -2.0, s2 -5.0, s3 +1.0); within the 5-point bar" in text
-    assert "| vllm | 1 | 30.0 | 68.0 | +38.0 | 75.0 (10) |" in text  # best during the run, with its step
+    assert "Mean of the last 3 evaluations, vllm minus hf: +1.0 points." in text  # 51.0 against 50.0
+    assert "| vllm | 1 | 30.0 | 68.0 | +38.0 | 75.0 (10) | 57.7 |" in text  # best during the run, with its step
     assert "| 20 | 70.0 | 80.0 | 60.0 | 68.0 | 75.0 | 61.0 | 70.0 | 68.0 |" in text  # per-seed curves and means
     results[1]["curve"][-1] = (20, 0.50)  # vllm seed 1 gains 20: mean 32, 8 points short
     assert "NOT within the 5-point bar" in bench.engine_section(results, ["hf", "vllm"], "", "i.png")
@@ -148,3 +149,8 @@ def test_rl_curves_engine_mode_runs_the_hf_sampler_over_two_seeds(tmp_path):
     text = md.read_text()
     assert text.startswith(bench.ENGINE_SECTION) and "| hf | 1 |" in text and "| hf | 2 |" in text
     assert "trainer.seed" in text and img.stat().st_size > 0
+    # the section is rebuilt from the run directories without running again
+    md.unlink()
+    again = bench.main(["--engines", "hf", "--seeds", "1,2", "--work-dir", str(tmp_path / "runs"), "--md", str(md),
+                        "--img", str(img), "--report-only"])  # fmt: skip
+    assert md.read_text() == text and [r["curve"] for r in again] == [r["curve"] for r in results]
