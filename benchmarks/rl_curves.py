@@ -2,7 +2,7 @@
 
     python benchmarks/rl_curves.py                                   # grpo gae rloo reinforce_plus_plus, ~25 min
     python benchmarks/rl_curves.py --estimators grpo --steps 30      # quicker
-    /tmp/vv/bin/python benchmarks/rl_curves.py --engines hf,vllm --seeds 1,2,3 --threads 1   # engines, ~1-2 h
+    python benchmarks/rl_curves.py --engines hf,vllm --seeds 1,2,3 --threads 1   # a Python with vLLM; ~1.5 h
 
 Each run is the default main job (`python -m verl.trainer.main_ppo`, shipped warm start, built-in 2-digit addition)
 in its own subprocess (this script's interpreter), one after another, with one thing changed:
