@@ -90,3 +90,79 @@ def test_serve_throughput_starts_a_server_and_reports_each_level(tmp_path):
     assert all(r["requests"] == 2 * r["clients"] and r["completion_tokens"] == 4 * r["requests"] for r in rows)
     assert all(r["requests_per_s"] > 0 and r["latency_p95_s"] >= r["latency_p50_s"] > 0 for r in rows)
     assert "| concurrent clients | requests | requests/s |" in md.read_text()
+
+
+def _curve_run(engine: str, seed: int, accs: list[float]) -> dict:
+    nan = float("nan")
+    return {
+        "engine": engine,
+        "seed": seed,
+        "curve": [(10 * i, a) for i, a in enumerate(accs)],
+        "wall_s": 1.0,
+        "median_step_s": 0.5,
+        "median_gen_s": 0.2,
+        "update_weights_s": 0.1 if engine == "vllm" else nan,
+        "response_length": 22.0,
+        "train_score_late": 0.5,
+        "probs_diff_max": 1e-6,
+    }
+
+
+def test_rl_curves_engine_section_compares_mean_gains_over_seeds():
+    bench = load("rl_curves")
+    # hf gains 40, 50, 30 (mean 40, std 10); vllm gains 38, 45, 31 (mean 38): -2 points, paired -2, -5, +1
+    results = [
+        _curve_run("hf", 1, [0.30, 0.60, 0.70]),
+        _curve_run("vllm", 1, [0.30, 0.75, 0.68]),
+        _curve_run("hf", 2, [0.30, 0.50, 0.80]),
+        _curve_run("vllm", 2, [0.30, 0.50, 0.75]),
+        _curve_run("hf", 3, [0.30, 0.40, 0.60]),
+        _curve_run("vllm", 3, [0.30, 0.40, 0.61]),
+    ]
+    text = bench.engine_section(results, ["hf", "vllm"], "Measured by `cmd`.", "i.png")
+    assert "| hf | 3 | +40.0 ± 10.0 | +30.0..+50.0 | 70.0 | 70.0 | 50.0 | 0.500 |" in text  # last 3 of 3 evals
+    assert "**-2.0 points** (per seed: s1 -2.0, s2 -5.0, s3 +1.0); within the 5-point bar" in text
+    assert "Mean of the last 3 evaluations, vllm minus hf: +1.0 points." in text  # 51.0 against 50.0
+    assert "| vllm | 1 | 30.0 | 68.0 | +38.0 | 75.0 (10) | 57.7 |" in text  # best during the run, with its step
+    assert "| 20 | 70.0 | 80.0 | 60.0 | 68.0 | 75.0 | 61.0 | 70.0 | 68.0 |" in text  # per-seed curves and means
+    results[1]["curve"][-1] = (20, 0.50)  # vllm seed 1 gains 20: mean 32, 8 points short
+    assert "NOT within the 5-point bar" in bench.engine_section(results, ["hf", "vllm"], "", "i.png")
+
+
+def test_rl_curves_sections_survive_the_other_mode(tmp_path):
+    bench = load("rl_curves")
+    md = tmp_path / "results.md"
+    md.write_text("# Measured results\n\nold estimator table\n\n## Other\n\nkept\n")
+    bench.upsert_section(str(md), bench.ENGINE_SECTION, bench.ENGINE_SECTION + "\n\nfirst\n")
+    bench.upsert_section(str(md), bench.ENGINE_SECTION, bench.ENGINE_SECTION + "\n\nsecond\n")
+    assert md.read_text() == "# Measured results\n\nold estimator table\n\n## Other\n\nkept\n\n" + (
+        bench.ENGINE_SECTION + "\n\nsecond\n"
+    )
+    # the estimator mode rewrites the top of the file and keeps the sections
+    run = {"estimator": "grpo", "curve": [(0, 0.3), (10, 0.5)], "wall_s": 1.0, "median_step_s": 0.5}
+    bench.write_outputs([run], str(tmp_path / "img" / "c.png"), str(md), [])
+    text = md.read_text()
+    assert (
+        text.startswith("# Measured results") and "old estimator table" not in text and "| grpo | 30.0 | 50.0 |" in text
+    )
+    assert text.endswith("## Other\n\nkept\n\n" + bench.ENGINE_SECTION + "\n\nsecond\n")
+
+
+@pytest.mark.slow
+def test_rl_curves_engine_mode_runs_the_hf_sampler_over_two_seeds(tmp_path):
+    bench = load("rl_curves")
+    md, img = tmp_path / "results.md", tmp_path / "img" / "engines.png"
+    results = bench.main(
+        ["--engines", "hf", "--seeds", "1,2", "--steps", "1", "--threads", "1", "--work-dir", str(tmp_path / "runs"),
+         "--md", str(md), "--img", str(img), "data.val_max_samples=8", "data.train_batch_size=16"]
+    )  # fmt: skip
+    assert [(r["engine"], r["seed"]) for r in results] == [("hf", 1), ("hf", 2)]
+    assert all([s for s, _ in r["curve"]] == [0, 1] and r["median_step_s"] > 0 for r in results)
+    text = md.read_text()
+    assert text.startswith(bench.ENGINE_SECTION) and "| hf | 1 |" in text and "| hf | 2 |" in text
+    assert "trainer.seed" in text and img.stat().st_size > 0
+    # the section is rebuilt from the run directories without running again
+    md.unlink()
+    again = bench.main(["--engines", "hf", "--seeds", "1,2", "--work-dir", str(tmp_path / "runs"), "--md", str(md),
+                        "--img", str(img), "--report-only"])  # fmt: skip
+    assert md.read_text() == text and [r["curve"] for r in again] == [r["curve"] for r in results]
