@@ -69,6 +69,7 @@ def check_ppo_config(config: DictConfig) -> None:
         if not torch.cuda.is_available():
             raise ConfigError("trainer.device=cuda but torch sees no CUDA device: use trainer.device=cpu")
     _check_rollout_engine(config)
+    _check_agent_loop(config)
     if t.backend == "ray":
         world = t.nnodes * t.n_gpus_per_node
         for key, rows in (
@@ -103,6 +104,38 @@ def _check_rollout_engine(config: DictConfig) -> None:
             "actor_rollout_ref.rollout.name=vllm runs with trainer.backend=local in this version (one process holds "
             "the actor and its engine); use trainer.backend=local or actor_rollout_ref.rollout.name=hf"
         )
+
+
+def _check_agent_loop(config: DictConfig) -> None:
+    """Multi-turn rollouts need the per-request generate of the HF sampler in the trainer's process; the multi-turn
+    settings must be ones the agent loop knows."""
+    r = config.actor_rollout_ref.rollout
+    mt, key = r.multi_turn, "actor_rollout_ref.rollout.multi_turn"
+    if mt.enable and r.name == "vllm":
+        raise ConfigError(
+            f"{key}.enable=true runs the agent loop over the rollout's per-request generate, which the vllm engine "
+            "does not serve in this version: set actor_rollout_ref.rollout.name=hf"
+        )
+    if mt.enable and config.trainer.backend != "local":
+        raise ConfigError(
+            f"{key}.enable=true runs the agent loop in the trainer's process over the actor's rollout: use "
+            "trainer.backend=local (the Ray backend's workers serve no per-request generate yet, docs/rollout.md)"
+        )
+    modes = ("strict", "ignore_strippable", "disable")
+    if mt.tokenization_sanity_check_mode not in modes:
+        raise ConfigError(
+            f"{key}.tokenization_sanity_check_mode={mt.tokenization_sanity_check_mode!r}: use one of {', '.join(modes)}"
+        )
+    if mt.tool_response_truncate_side not in ("left", "middle", "right"):
+        raise ConfigError(
+            f"{key}.tool_response_truncate_side={mt.tool_response_truncate_side!r}: use left, middle or right"
+        )
+    if mt.max_parallel_calls < 1:
+        raise ConfigError(f"{key}.max_parallel_calls={mt.max_parallel_calls}: at least 1 call per turn runs")
+    for name in ("max_assistant_turns", "max_user_turns"):
+        value = mt[name]
+        if value is not None and value < 0:
+            raise ConfigError(f"{key}.{name}={value}: a number of turns (null: no limit)")
 
 
 def check_rollout_correction(config: DictConfig) -> None:
