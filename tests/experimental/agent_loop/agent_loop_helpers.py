@@ -132,9 +132,11 @@ class ScriptedPolicy:
     def __init__(self, tokenizer, turns: list[str]):
         self.tokenizer, self.turns = tokenizer, turns
         self.prompts: list[list[int]] = []
+        self.params: list[dict] = []  # each request's sampling_params
 
     async def generate(self, prompt_ids, sampling_params, request_id, image_data=None, video_data=None, priority=0):
         self.prompts.append(list(prompt_ids))
+        self.params.append(dict(sampling_params))
         text = self.turns[min(self._turn_of(prompt_ids), len(self.turns) - 1)]
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
         ids = ids[: sampling_params.get("max_tokens", len(ids))]
