@@ -42,6 +42,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "verl.utils.model",
             "verl.utils.tokenizer",
             "verl.utils.evaluation",
+            "verl.tools",
+            "verl.interactions",
         ],
     ),
     ("single_controller", ["verl.single_controller"]),

@@ -1,8 +1,9 @@
-"""`load_extern_object`: a user's class or function from a file or an installed module, with clear errors."""
+"""`load_extern_object` / `load_class_by_name`: a user's class or function from a file or an installed module, with
+clear errors."""
 
 import pytest
 
-from verl.utils.import_utils import load_extern_object, load_module
+from verl.utils.import_utils import load_class_by_name, load_extern_object, load_module
 
 
 def test_loads_from_a_file_and_from_a_package(tmp_path):
@@ -30,3 +31,17 @@ def test_errors_name_the_file_and_what_it_defines(tmp_path):
     bad.write_text("1 +\n")
     with pytest.raises(RuntimeError, match="SyntaxError"):
         load_extern_object(str(bad), "x")
+
+
+def test_load_class_by_name_tells_a_missing_module_from_a_missing_dependency(tmp_path, monkeypatch):
+    from collections import OrderedDict
+
+    assert load_class_by_name("collections.OrderedDict", "here") is OrderedDict
+    (tmp_path / "needs_dep.py").write_text("import not_installed_dep_xyz\n\nclass T:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="here: module 'needs_dep' .* imports 'not_installed_dep_xyz', which"):
+        load_class_by_name("needs_dep.T", "here")
+    with pytest.raises(ModuleNotFoundError, match="here: class_name 'no_pkg_xyz.T': there is no module 'no_pkg_xyz'"):
+        load_class_by_name("no_pkg_xyz.T", "here")
+    with pytest.raises(ValueError, match="must be a dotted path"):
+        load_class_by_name("OrderedDict", "here")

@@ -59,3 +59,30 @@ def load_extern_object(module_path: str, object_name: str):
         defined = sorted(n for n in dir(module) if not n.startswith("_"))
         raise AttributeError(f"{object_name!r} is not defined in {module_path!r}; it defines {defined}")
     return getattr(module, object_name)
+
+
+def load_class_by_name(class_name: str, where: str) -> type:
+    """The class at the dotted path ``class_name`` (``package.module.Class``, how verl's tool and interaction YAML
+    files name classes). Errors start with ``where`` (the file and entry that named it) and say what to fix: a
+    missing module is a ``ModuleNotFoundError``, a name the module lacks an ``ImportError``."""
+    module_name, _, attr = class_name.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"{where}: class_name {class_name!r} must be a dotted path 'package.module.ClassName'")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise ModuleNotFoundError(
+                f"{where}: class_name {class_name!r}: there is no module {e.name!r}; check the spelling, or install "
+                f"or put on PYTHONPATH the package that defines it",
+                name=e.name,
+            ) from e
+        raise ModuleNotFoundError(
+            f"{where}: module {module_name!r} (for {class_name!r}) imports {e.name!r}, which is not installed",
+            name=e.name,
+        ) from e
+    cls = getattr(module, attr, None)
+    if not isinstance(cls, type):
+        defined = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
+        raise ImportError(f"{where}: module {module_name!r} defines no class {attr!r}; its classes: {defined}")
+    return cls

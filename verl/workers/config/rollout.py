@@ -37,9 +37,14 @@ class SamplingConfig(BaseConfig):
 class MultiTurnConfig(BaseConfig):
     """Multi-turn (tool-calling) rollouts: the agent loop's ``tool_agent`` (docs/agent_loop.md)."""
 
-    enable: bool = False  # multi-turn rollouts: runs the agent loop (as rollout.mode=async does); rows pick their loop by agent_name
+    # multi-turn rollouts: runs the agent loop (as rollout.mode=async does); each row's agent_name picks its loop
+    enable: bool = False
     max_assistant_turns: int | None = None  # model turns per trajectory at most (null: until the response budget)
     tool_config_path: str | None = None  # verl's tool YAML (tools: [{class_name, config, tool_schema}]); null: no tools
+    # a Python file (or pkg://module) whose @function_tool functions are tools too (docs/tools.md)
+    function_tool_path: str | None = None
+    # seconds a tool call may run; past it the model reads "Error: <tool> timed out after N s"
+    tool_timeout_s: float = 30.0
     max_user_turns: int | None = None  # tool and simulated-user turns per trajectory at most (null: no limit)
     max_parallel_calls: int = 1  # tool calls run per model turn; calls beyond it get an error observation
     max_tool_response_length: int = 256  # characters kept of a tool's answer

@@ -1,0 +1,1 @@
+"""The interaction YAML loader."""
