@@ -16,6 +16,7 @@ import torch
 from verl.experimental.agent_loop import FunctionCall, ParsedToolCalls, ToolParser, register
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.single_controller.base.worker_group import ClassWithInitArgs, LocalWorkerGroup
+from verl.tools import BaseTool, ToolResponse
 from verl.utils.config import load_config
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_prompts
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
@@ -55,36 +56,29 @@ def _objects(values):
     return arr
 
 
-class Response:
-    """What a tool's ``execute`` answers (verl's ``ToolResponse`` fields)."""
+class SmallTool(BaseTool):
+    """A tool built in code: answers with its name and the arguments (any arguments: the schema allows extra ones),
+    step reward 0.25; records its lifecycle calls."""
 
-    def __init__(self, text=None, image=None, video=None):
-        self.text, self.image, self.video = text, image, video
-
-
-class SmallTool:
-    """A tool with verl's ``BaseTool`` interface: ``name``, ``config``, the OpenAI schema, and the lifecycle."""
-
-    def __init__(self, name: str, timeout: float = 5.0):
-        self.name, self.config = name, {"timeout": timeout}
+    def __init__(self, name: str, parameters: dict | None = None):
+        anything = {"type": "object", "properties": {}, "required": [], "additionalProperties": True}
+        schema = {
+            "type": "function",
+            "function": {"name": name, "description": f"the {name} tool", "parameters": parameters or anything},
+        }
+        super().__init__({}, schema)
         self.created, self.released, self.calls = [], [], []
 
-    def get_openai_tool_schema(self):
-        return {"type": "function", "function": {"name": self.name, "description": "", "parameters": {}}}
-
-    async def create(self, instance_id=None, **kwargs):
-        self.created.append(kwargs.get("create_kwargs"))
-        return f"{self.name}-{len(self.created)}", Response()
+    async def create(self, instance_id=None, create_kwargs=None, **kwargs):
+        self.created.append(create_kwargs)
+        return f"{self.name}-{len(self.created)}", ToolResponse()
 
     async def execute(self, instance_id, parameters, **kwargs):
         self.calls.append(parameters)
         return await self.answer(parameters)
 
     async def answer(self, parameters):
-        return Response(f"{self.name}: {json.dumps(parameters, sort_keys=True)}"), 0.25, {}
-
-    async def calc_reward(self, instance_id, **kwargs):
-        return 1.0
+        return ToolResponse(text=f"{self.name}: {json.dumps(parameters, sort_keys=True)}"), 0.25, {}
 
     async def release(self, instance_id, **kwargs):
         self.released.append(instance_id)
@@ -103,7 +97,7 @@ class JunkTool(SmallTool):
 class SleepyTool(SmallTool):
     async def answer(self, parameters):
         await asyncio.sleep(60)
-        return Response("too late"), 0.0, {}
+        return ToolResponse(text="too late"), 0.0, {}
 
 
 @ToolParser.register("test_every_turn_calls_echo")

@@ -102,5 +102,7 @@ class Broken(AgentLoopBase):
 def test_a_malformed_trajectory_is_an_error_naming_the_loop_and_the_row(tokenizer):
     config = job_config("actor_rollout_ref.rollout.agent.default_agent_loop=test_broken_agent")
     manager = AgentLoopManager(config, server_handles=[ScriptedPolicy(tokenizer, ["x"])], tokenizer=tokenizer)
-    with pytest.raises(ValueError, match=r"agent loop 'test_broken_agent' on row 0: 2 response_ids but 1 response_mask"):
+    with pytest.raises(
+        ValueError, match=r"agent loop 'test_broken_agent' on row 0: 2 response_ids but 1 response_mask"
+    ):
         manager.generate_sequences(prompt_batch(tokenizer, 2))

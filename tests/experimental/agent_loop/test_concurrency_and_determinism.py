@@ -8,9 +8,10 @@ import random
 
 import pytest
 import torch
-from agent_loop_helpers import ECHO, Response, actor_group, job_config, prompt_batch
+from agent_loop_helpers import ECHO, actor_group, job_config, prompt_batch
 
 from verl.experimental.agent_loop import AgentLoopManager
+from verl.tools import ToolResponse
 
 OVERRIDES = (
     "actor_rollout_ref.rollout.agent.default_agent_loop=test_echo_agent",
@@ -59,7 +60,7 @@ class JitteryEcho:
 
         async def slow(parameters):
             await asyncio.sleep(rng.uniform(0, 0.02))
-            return Response(f"echo {parameters}"), 0.0, {}
+            return ToolResponse(text=f"echo {parameters}"), 0.0, {}
 
         ECHO.answer = slow
         return self

@@ -21,6 +21,7 @@ from agent_loop_helpers import (
 from verl.experimental.agent_loop import AgentLoopManager, register
 from verl.experimental.agent_loop.metrics import agent_loop_metrics
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+from verl.tools import ToolResponse
 from verl.utils.model import ASSETS_DIR, load_tokenizer
 
 TOOLS: dict[str, list] = {}  # the tools each test's loop uses, by test
@@ -71,23 +72,28 @@ def observation_text(tokenizer, out, row=0):
 
 
 def test_failing_tools_and_bad_calls_become_observations_and_metrics_and_the_batch_completes(tokenizer):
-    tools = [RaisingTool("raiser"), JunkTool("junk"), SleepyTool("sleeper", timeout=0.2), SmallTool("echo")]
+    tools = [RaisingTool("raiser"), JunkTool("junk"), SleepyTool("sleeper"), SmallTool("echo")]
     turns = [
         call("raiser") + call("junk") + call("sleeper") + '<tool_call>{"name": oops</tool_call>',
         call("no_such_tool", x=1),
         call("echo", expression="4821*37"),
         "#### 42",
     ]
+    overrides = [
+        "actor_rollout_ref.rollout.multi_turn.max_parallel_calls=3",
+        "actor_rollout_ref.rollout.multi_turn.tool_timeout_s=0.2",
+        "actor_rollout_ref.rollout.response_length=1024",
+        "data.max_response_length=1024",
+    ]
     start = time.perf_counter()
-    budget = ["actor_rollout_ref.rollout.response_length=1024", "data.max_response_length=1024"]
-    out, _ = run(tokenizer, turns, tools, "actor_rollout_ref.rollout.multi_turn.max_parallel_calls=3", *budget)
+    out, _ = run(tokenizer, turns, tools, *overrides)
     assert time.perf_counter() - start < 10  # the sleeping tool was cut at its 0.2 s timeout, not awaited
     seen = observation_text(tokenizer, out)
-    assert "Error: tool 'raiser' raised RuntimeError: the service is down" in seen
-    assert "Error: tool 'junk' returned {'not': 'a tool response'}" in seen
-    assert "Error: tool 'sleeper' did not answer within 0.2 s" in seen
+    assert "Error: raiser raised RuntimeError: the service is down" in seen
+    assert "Error: junk returned dict from execute, not (response, reward, metrics)" in seen
+    assert "Error: sleeper timed out after 0.2 s" in seen
     assert "Error: malformed tool call: tool call is not valid JSON" in seen
-    assert "Error: no tool named 'no_such_tool' (tools: echo, junk, raiser, sleeper)" in seen
+    assert "Error: there is no tool named 'no_such_tool'; the tools are: echo, junk, raiser, sleeper" in seen
     assert 'echo: {"expression": "4821*37"}' in seen
     assert out.non_tensor_batch["finish_reason"].tolist() == ["stop", "stop"]
     m = agent_loop_metrics(out.non_tensor_batch)
@@ -106,6 +112,17 @@ def test_failing_tools_and_bad_calls_become_observations_and_metrics_and_the_bat
     assert m["num_turns/mean"] == 8  # prompt + 4 model turns + 3 tool turns
     assert m["agent_loop/tokenization_mismatch"] == 0.0
     assert out.non_tensor_batch["tool_rewards"][0] == [0.25]  # the one call that answered
+
+
+def test_arguments_that_do_not_fit_the_schema_are_answered_without_running_the_tool(tokenizer):
+    parameters = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
+    strict = SmallTool("strict", parameters)
+    out, _ = run(tokenizer, [call("strict", wrong=1), "ok"], [strict], rows=1)
+    assert strict.calls == []
+    assert "Error: bad arguments for strict: missing required parameter 'expression'" in observation_text(
+        tokenizer, out
+    )
+    assert agent_loop_metrics(out.non_tensor_batch)["agent_loop/tool_errors/bad_arguments"] == 1
 
 
 def test_the_mask_is_one_exactly_on_the_model_turns(tokenizer):
@@ -145,9 +162,7 @@ def test_calls_beyond_max_parallel_calls_are_answered_not_run(tokenizer):
 def test_long_tool_answers_are_cut_on_the_configured_side(tokenizer, side, kept):
     class Long(SmallTool):
         async def answer(self, parameters):
-            from agent_loop_helpers import Response
-
-            return Response("a" * 50 + "b" * 50), 0.0, {}
+            return ToolResponse(text="a" * 50 + "b" * 50), 0.0, {}
 
     overrides = [
         "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=4",
@@ -161,9 +176,7 @@ def test_long_tool_answers_are_cut_on_the_configured_side(tokenizer, side, kept)
 def test_the_response_budget_ends_a_trajectory_without_the_observation_that_does_not_fit(tokenizer):
     class Verbose(SmallTool):
         async def answer(self, parameters):
-            from agent_loop_helpers import Response
-
-            return Response("x" * 200), 0.0, {}
+            return ToolResponse(text="x" * 200), 0.0, {}
 
     overrides = ["actor_rollout_ref.rollout.response_length=120", "data.max_response_length=120"]
     out, _ = run(tokenizer, [call("verbose"), "ok"], [Verbose("verbose")], *overrides, rows=1)
@@ -191,14 +204,13 @@ def test_turn_limits_end_a_trajectory(tokenizer):
     assert out.non_tensor_batch["finish_reason"].tolist() == ["max_user_turns"] * 2
 
 
-def test_each_trajectory_creates_its_tools_once_with_its_row_kwargs_and_releases_them(tokenizer):
+def test_every_call_creates_its_instance_with_the_row_kwargs_and_releases_it(tokenizer):
     echo = SmallTool("echo")
     tools_kwargs = [{"echo": {"create_kwargs": {"table": {"a": i}}}} for i in range(2)]
     extra_info = [{"tools_kwargs": kw} for kw in tools_kwargs]
     out, _ = run(tokenizer, [call("echo", k="a"), call("echo", k="b"), "ok"], [echo], extra_info=extra_info)
-    assert sorted(c["table"]["a"] for c in echo.created) == [0, 1]  # once per trajectory, two calls each
-    assert len(echo.calls) == 4 and sorted(echo.released) == ["echo-1", "echo-2"]
-    assert out.non_tensor_batch["reward_scores"].tolist() == [{"echo": 1.0}, {"echo": 1.0}]  # calc_reward at the end
+    assert sorted(c["table"]["a"] for c in echo.created) == [0, 0, 1, 1]  # verl's lifecycle: per call
+    assert len(echo.calls) == 4 and sorted(echo.released) == [f"echo-{i}" for i in range(1, 5)]
     assert out.non_tensor_batch["tool_rewards"].tolist() == [[0.25, 0.25], [0.25, 0.25]]
 
 

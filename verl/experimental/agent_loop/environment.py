@@ -1,7 +1,7 @@
 """The tools and simulated users of a run, loaded once per process from ``rollout.multi_turn``'s files.
 
-- ``tool_config_path``: verl's tool YAML (``tools: [{class_name, config, tool_schema}]``), through
-  ``verl.tools.utils.tool_registry.initialize_tools_from_config``;
+- ``tool_config_path``: verl's tool YAML (``tools: [{class_name, config, tool_schema}]``), and
+  ``function_tool_path``: a file of ``@function_tool`` functions, through ``verl.tools.initialize_tools``;
 - ``interaction_config_path``: verl's interaction YAML (``interaction: [{name, class_name, config}]``), through
   ``verl.interactions.utils.interaction_registry.initialize_interactions_from_config``.
 
@@ -21,24 +21,18 @@ _tools: dict[str, dict[str, Any]] = {}
 _interactions: dict[str, dict[str, Any]] = {}
 
 
-def load_tools(path: str | None) -> dict[str, Any]:
-    """Tool name -> tool (verl ``BaseTool``) of the YAML at ``path``; {} when ``path`` is empty."""
-    if not path:
+def load_tools(tool_config_path: str | None, function_tool_path: str | None = None) -> dict[str, Any]:
+    """Tool name -> tool (verl ``BaseTool``) of the tool YAML and the ``@function_tool`` file; {} when neither is
+    set (``verl.tools.initialize_tools``)."""
+    if not tool_config_path and not function_tool_path:
         return {}
+    key = f"{tool_config_path}|{function_tool_path}"
     with _lock:
-        if path not in _tools:
-            from verl.tools.utils.tool_registry import initialize_tools_from_config
+        if key not in _tools:
+            from verl.tools.utils.tool_registry import initialize_tools
 
-            tools = initialize_tools_from_config(path)
-            names = [t.name for t in tools]
-            duplicates = sorted({n for n in names if names.count(n) > 1})
-            if duplicates:
-                raise ValueError(
-                    f"actor_rollout_ref.rollout.multi_turn.tool_config_path={path!r}: tool names {duplicates} appear "
-                    "more than once; each tool needs its own function name"
-                )
-            _tools[path] = {t.name: t for t in tools}
-        return _tools[path]
+            _tools[key] = initialize_tools(tool_config_path, function_tool_path)
+        return _tools[key]
 
 
 def tool_schemas(tools: dict[str, Any]) -> list[dict[str, Any]]:

@@ -7,9 +7,11 @@ trains on, also after DAPO's filtering):
 - ``agent_loop/num_tool_calls/{mean,max}``: tool calls per trajectory (every call the model wrote, malformed ones
   included);
 - ``agent_loop/tool_errors/mean`` (per trajectory), ``agent_loop/tool_errors/total`` and
-  ``agent_loop/tool_errors/<kind>`` (totals by kind: malformed, unknown_tool, over_limit, exception, timeout,
-  bad_return), ``agent_loop/tool_error_rate`` (errors / calls);
-- ``agent_loop/tool_latency_s/{mean,max}``: seconds per call of the calls that ran;
+  ``agent_loop/tool_errors/<kind>`` (totals by kind: malformed, over_limit, unknown_tool, bad_arguments, tool_error,
+  exception, timeout, bad_return: `verl.experimental.agent_loop.tool_calls`), ``agent_loop/tool_error_rate``
+  (errors / calls);
+- ``agent_loop/tool_latency_s/{mean,max}``: seconds per call of the calls whose tool ran (create, execute,
+  release);
 - ``agent_loop/tool_response_truncated``: observations cut to ``max_tool_response_length``;
 - ``agent_loop/assistant_turns/mean``, ``agent_loop/user_turns/mean``;
 - ``agent_loop/tokenization_mismatch``: share of trajectories whose ids differ from the template's rendering;

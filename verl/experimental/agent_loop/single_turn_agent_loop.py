@@ -39,5 +39,6 @@ class SingleTurnAgentLoop(AgentLoopBase):
             response_mask=[1] * len(ids),
             response_logprobs=logprobs,
             num_turns=2,
+            metrics={"assistant_turns": 1, "user_turns": 0},
             extra_fields={"finish_reason": out.finish_reason or "stop"},
         )

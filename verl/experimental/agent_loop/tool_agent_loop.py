@@ -16,10 +16,10 @@ does not fit, which is then left out), ``max_assistant_turns`` / ``max_user_turn
 turns count as user turns, as in verl), ``interaction_done`` (the simulated user ended it), ``interaction_error``
 (it raised), or ``prompt_length`` (the rendered prompt is longer than ``rollout.prompt_length``: nothing sampled).
 
-Rewards: each call's step reward goes to ``extra_fields["tool_rewards"]``, the interaction's turn scores to
-``["turn_scores"]``, each tool's ``calc_reward`` at the end to ``["reward_scores"]`` (verl's keys); the reward
-function receives them in ``extra_info`` (``rollout_reward_scores``, ``num_turns``) and scores the decoded
-transcript.
+Rewards: each answered call's step reward goes to ``extra_fields["tool_rewards"]``, the interaction's turn scores to
+``["turn_scores"]`` (verl's keys); the reward function receives them in ``extra_info`` (with ``num_turns``) and
+scores the decoded transcript. Tools follow verl's per-call lifecycle (`tool_calls`), so no tool state outlives a
+call and ``calc_reward`` is not called (as in verl's tool agent).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl.experimental.agent_loop.chat_turns import ChatTurns
 from verl.experimental.agent_loop.environment import load_interactions, load_tools, tool_schemas
 from verl.experimental.agent_loop.tokenization_check import check_tokenization
-from verl.experimental.agent_loop.tool_calls import ERROR_KINDS, ToolCallResult, ToolSession
+from verl.experimental.agent_loop.tool_calls import ERROR_KINDS, NOT_RUN, Observation, ToolSession
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class _Trajectory:
     user_turns: int = 0
     last_model_turn: tuple[list[int], bool] | None = None  # (ids, stopped) while the model's turn is the last
     finish_reason: str = "stop"
-    tool_results: list[ToolCallResult] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
     tool_s: float = 0.0
     turn_scores: list[float] = field(default_factory=list)
 
@@ -89,9 +89,10 @@ class ToolAgentLoop(AgentLoopBase):
             int(mt.max_tool_response_length),
             mt.tool_response_truncate_side,
         )
+        self.tool_timeout_s = mt.tool_timeout_s
         self.sanity_check_mode = mt.tokenization_sanity_check_mode
         if tools is None:
-            tools = load_tools(mt.tool_config_path)
+            tools = load_tools(mt.tool_config_path, mt.function_tool_path)
         self.tools = tools if isinstance(tools, dict) else {t.name: t for t in tools}
         self.tool_schemas = tool_schemas(self.tools)
         self.interactions = interactions if interactions is not None else load_interactions(mt.interaction_config_path)
@@ -105,7 +106,9 @@ class ToolAgentLoop(AgentLoopBase):
         tools_kwargs = kwargs.get("tools_kwargs") or extra_info.get("tools_kwargs") or {}
         request_id = uuid4().hex
         traj = _Trajectory(prompt_ids=self.turns.prompt_ids(messages, self.tool_schemas))
-        session = ToolSession(self.tools, tools_kwargs, self.max_tool_response_length, self.truncate_side)
+        session = ToolSession(
+            self.tools, tools_kwargs, self.max_tool_response_length, self.truncate_side, self.tool_timeout_s
+        )
         interaction, interaction_kwargs = await self._start_interaction(request_id, extra_info, kwargs, where)
         try:
             if len(traj.prompt_ids) > self.prompt_length:
@@ -122,7 +125,6 @@ class ToolAgentLoop(AgentLoopBase):
                     traj, messages, session, sampling_params, request_id, interaction, interaction_kwargs
                 )
         finally:
-            reward_scores = await session.close()
             if interaction is not None:
                 await _finalize(interaction, request_id)
         mismatch = check_tokenization(
@@ -134,7 +136,7 @@ class ToolAgentLoop(AgentLoopBase):
             traj.last_model_turn,
             where,
         )
-        return self._output(traj, reward_scores, bool(mismatch))
+        return self._output(traj, bool(mismatch))
 
     async def _converse(self, traj, messages, session, sampling_params, request_id, interaction, interaction_kwargs):
         while True:
@@ -162,7 +164,7 @@ class ToolAgentLoop(AgentLoopBase):
                 start = time.perf_counter()
                 results = await session.run_turn(parsed, self.max_parallel_calls)
                 traj.tool_s += time.perf_counter() - start
-                traj.tool_results += results
+                traj.observations += results
                 new = [{"role": "tool", "content": r.text} for r in results]
             elif interaction is not None:
                 try:
@@ -209,10 +211,10 @@ class ToolAgentLoop(AgentLoopBase):
         await interaction.start_interaction(request_id, **ikwargs)
         return interaction, ikwargs
 
-    def _output(self, traj: _Trajectory, reward_scores: dict[str, float], mismatch: bool) -> AgentLoopOutput:
-        results = traj.tool_results
+    def _output(self, traj: _Trajectory, mismatch: bool) -> AgentLoopOutput:
+        results = traj.observations
         errors = Counter(r.error for r in results if r.error is not None)
-        ran = [r for r in results if r.error not in ("malformed", "unknown_tool", "over_limit")]
+        ran = [r for r in results if r.error not in NOT_RUN]
         metrics: dict[str, Any] = {
             "tool_calls": traj.tool_s,
             "num_tool_calls": len(results),
@@ -237,7 +239,6 @@ class ToolAgentLoop(AgentLoopBase):
                 "finish_reason": traj.finish_reason,
                 "tool_rewards": [r.reward for r in results if r.error is None],
                 "turn_scores": traj.turn_scores,
-                "reward_scores": reward_scores,
             },
         )
 
