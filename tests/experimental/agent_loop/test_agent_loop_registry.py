@@ -106,3 +106,24 @@ def test_a_malformed_trajectory_is_an_error_naming_the_loop_and_the_row(tokenize
         ValueError, match=r"agent loop 'test_broken_agent' on row 0: 2 response_ids but 1 response_mask"
     ):
         manager.generate_sequences(prompt_batch(tokenizer, 2))
+
+
+def test_the_loop_written_in_the_docs_runs(tokenizer):
+    """docs/agent_loop.md, 'Writing a loop': its code, run as the manager runs a registered loop."""
+    import os
+    import re
+
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "agent_loop.md")).read()
+    code = re.search(r"## Writing a loop\n\n```python\n(.*?)```", docs, re.DOTALL).group(1)
+    exec(compile(code, "docs/agent_loop.md", "exec"), {"__name__": "docs_agent_loop"})
+    config = job_config(
+        "actor_rollout_ref.rollout.agent.default_agent_loop=echo_twice",
+        "actor_rollout_ref.rollout.response_length=128",
+        "data.max_response_length=128",
+    )
+    manager = AgentLoopManager(config, server_handles=[ScriptedPolicy(tokenizer, ["#### 7"])], tokenizer=tokenizer)
+    random.seed(0)
+    out = manager.generate_sequences(prompt_batch(tokenizer, 2))
+    mask = out.batch["response_mask"][0].tolist()
+    assert mask[:7] == [1] * 7 and 0 in mask[7:] and out.non_tensor_batch["__num_turns__"].tolist() == [4, 4]
+    assert tokenizer.decode(out.batch["responses"][0][mask.index(0) :]).startswith("<|im_start|>user\n#### 7")

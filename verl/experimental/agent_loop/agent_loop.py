@@ -129,6 +129,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))  # verl/experimental/agent_lo
 
 # agent name -> {"_target_": "module.Class", **constructor kwargs} (verl's registry entries)
 _agent_loop_registry: dict[str, dict[str, Any]] = {}
+# agent name -> the class @register saw: used as is, so a loop defined in a script or notebook needs no import path
+_registered_classes: dict[str, type] = {}
 
 
 def register(agent_name: str):
@@ -136,6 +138,7 @@ def register(agent_name: str):
 
     def decorator(subclass: type[AgentLoopBase]) -> type[AgentLoopBase]:
         _agent_loop_registry[agent_name] = {"_target_": f"{subclass.__module__}.{subclass.__qualname__}"}
+        _registered_classes[agent_name] = subclass
         return subclass
 
     return decorator
@@ -176,11 +179,13 @@ def agent_loop_class(agent_name: str) -> tuple[type[AgentLoopBase], dict[str, An
             "the data's agent_name column / rollout.agent.default_agent_loop"
         )
     target = entry["_target_"]
-    module_name, _, class_name = target.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError, ValueError) as e:
-        raise ImportError(f"agent loop {agent_name!r}: cannot import _target_ {target!r}: {e}") from e
+    cls = _registered_classes.get(agent_name)
+    if cls is None or f"{cls.__module__}.{cls.__qualname__}" != target:  # a YAML entry: import its _target_
+        module_name, _, class_name = target.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ImportError(f"agent loop {agent_name!r}: cannot import _target_ {target!r}: {e}") from e
     if not (isinstance(cls, type) and issubclass(cls, AgentLoopBase)):
         raise TypeError(f"agent loop {agent_name!r}: {target} is not an AgentLoopBase subclass")
     return cls, {k: v for k, v in entry.items() if k != "_target_"}
