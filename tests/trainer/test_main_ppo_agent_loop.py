@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from verl.data.tasks import resolve_data_files
+from verl.engine import StepCallback
 from verl.experimental.agent_loop import FunctionCall, ParsedToolCalls, ToolParser
 from verl.trainer.main_ppo import run_ppo
 from verl.utils.config import load_config
@@ -29,6 +30,7 @@ def agent_rows(tmp_path, spec: str, name: str) -> str:
     """The builtin arithmetic rows of ``spec`` with an ``agent_name`` column: tool_agent, single_turn_agent, ..."""
     table = pq.read_table(resolve_data_files(spec))
     agents = ["tool_agent" if i % 2 == 0 else "single_turn_agent" for i in range(table.num_rows)]
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / f"{name}.parquet"
     pq.write_table(table.append_column("agent_name", pa.array(agents)), path)
     return str(path)
@@ -74,3 +76,31 @@ def test_two_steps_through_the_agent_loop_with_the_calculator(tmp_path):
         assert key in h, key
     dumped = [json.loads(line) for line in open(tmp_path / "rollouts" / "2.jsonl")]
     assert any("\ntool\n42\nassistant\n" in row["output"] for row in dumped)  # the transcript, specials dropped
+
+
+class StopAfter(StepCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, trainer, batch, metrics):
+        return trainer.global_steps < self.step
+
+
+def without_wall_clock(history: dict, step: int) -> dict[str, float]:
+    skip = ("timing_s/", "timing_per_token_ms/", "perf/time_per_step", "perf/throughput", "agent_loop/generate_seq")
+    skip += ("agent_loop/tool_calls/", "agent_loop/tool_latency")
+    return {k: v for k, points in history.items() if not k.startswith(skip) for s, v in points if s == step}
+
+
+def test_same_seed_same_run_and_a_resumed_run_gives_the_uninterrupted_next_step(tmp_path):
+    """The agent loop's seeds come from the run's Python RNG (seeded by trainer.seed, saved in checkpoints): a second
+    run repeats the first bit for bit, and a run resumed after step 1 takes the uninterrupted run's step 2."""
+    args = ["trainer.save_freq=1", "trainer.test_freq=-1", "trainer.val_before_train=false"]
+    full = run_ppo(agent_config(tmp_path / "full", *args))
+    again = run_ppo(agent_config(tmp_path / "again", *args))
+    for step in (1, 2):
+        assert without_wall_clock(full["history"], step) == without_wall_clock(again["history"], step)
+    run_ppo(agent_config(tmp_path / "resumed", *args), callbacks=[StopAfter(1)])  # "killed" after step 1
+    resumed = run_ppo(agent_config(tmp_path / "resumed", *args))
+    assert resumed["history"]["actor/pg_loss"][0][0] == 2
+    assert without_wall_clock(resumed["history"], 2) == without_wall_clock(full["history"], 2)
