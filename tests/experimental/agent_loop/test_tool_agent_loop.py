@@ -252,3 +252,13 @@ def test_a_row_naming_an_unknown_interaction_is_an_error_naming_the_row(tokenize
     extra_info = [{"interaction_kwargs": {"name": "nobody"}}]
     with pytest.raises(ValueError, match=r"row 0: extra_info.interaction_kwargs.name='nobody'"):
         run(tokenizer, ["x"], [], rows=1, interactions={"teacher": Teacher()}, extra_info=extra_info)
+
+
+def test_rows_without_messages_are_an_error_naming_the_fix(tokenizer):
+    TOOLS["current"], TOOLS["interactions"] = [], {}
+    config = job_config("actor_rollout_ref.rollout.agent.default_agent_loop=test_scripted_tools_agent")
+    manager = AgentLoopManager(config, server_handles=[ScriptedPolicy(tokenizer, ["x"])], tokenizer=tokenizer)
+    batch = prompt_batch(tokenizer, 1)
+    batch.non_tensor_batch.pop("raw_prompt")
+    with pytest.raises(ValueError, match="no raw_prompt column: build the dataset with data.return_raw_chat=true"):
+        manager.generate_sequences(batch)

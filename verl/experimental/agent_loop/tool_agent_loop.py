@@ -101,6 +101,11 @@ class ToolAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         where = f"row {kwargs.get('index', '?')}"
+        if kwargs.get("raw_prompt") is None:
+            raise ValueError(
+                f"{where}: tool_agent renders the row's chat messages, but the batch has no raw_prompt column: build "
+                "the dataset with data.return_raw_chat=true (main_ppo does when the agent loop runs)"
+            )
         messages = [dict(m) for m in kwargs["raw_prompt"]]
         extra_info = kwargs.get("extra_info") or {}
         tools_kwargs = kwargs.get("tools_kwargs") or extra_info.get("tools_kwargs") or {}
