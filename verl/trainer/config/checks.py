@@ -107,15 +107,10 @@ def _check_rollout_engine(config: DictConfig) -> None:
 
 
 def _check_agent_loop(config: DictConfig) -> None:
-    """Multi-turn rollouts need the per-request generate of the HF sampler in the trainer's process; the multi-turn
-    settings must be ones the agent loop knows."""
+    """Multi-turn rollouts need the rollout's per-request generate in the trainer's process (whether the engine has
+    one is checked when it is built); the multi-turn settings must be ones the agent loop knows."""
     r = config.actor_rollout_ref.rollout
     mt, key = r.multi_turn, "actor_rollout_ref.rollout.multi_turn"
-    if mt.enable and r.name == "vllm":
-        raise ConfigError(
-            f"{key}.enable=true runs the agent loop over the rollout's per-request generate, which the vllm engine "
-            "does not serve in this version: set actor_rollout_ref.rollout.name=hf"
-        )
     if mt.enable and config.trainer.backend != "local":
         raise ConfigError(
             f"{key}.enable=true runs the agent loop in the trainer's process over the actor's rollout: use "

@@ -216,20 +216,26 @@ def init_workers(
 
 def build_async_rollout_manager(config: Any, actor_rollout_wg: Any, tokenizer: Any = None) -> Any:
     """verl's ``async_rollout_manager``: the agent loop (``AgentLoopManager``) over the actor's rollout servers when
-    the run generates through it (``rollout.mode=async`` or ``multi_turn.enable``, `uses_agent_loop`), else None
-    (the actor group's batch call generates)."""
+    the run generates through it (``rollout.mode=async`` or ``multi_turn.enable`` on the local backend,
+    `uses_agent_loop`) and the engine serves a per-request ``generate``; else None (the actor group's batch call
+    generates). ``multi_turn.enable`` with an engine that has no per-request ``generate`` is an error naming it."""
     rollout = config.actor_rollout_ref.rollout
     if actor_rollout_wg is None or not uses_agent_loop(config):
         if rollout.mode == "async" and actor_rollout_wg is not None:
-            logger.info(
-                "rollout.mode=async with rollout.name=%s on trainer.backend=%s: the batch call generates (the agent "
-                "loop needs the HF sampler's per-request generate in this process)",
-                rollout.name,
-                config.trainer.backend,
-            )
+            logger.info("rollout.mode=async on trainer.backend=%s: the batch call generates", config.trainer.backend)
         return None
     from verl.experimental.agent_loop import AgentLoopManager
     from verl.trainer.ppo.rollout_servers import async_rollout_servers
+    from verl.workers.rollout.base import BaseRollout
 
+    engine = type(actor_rollout_wg.rollout)  # in process on the local backend
+    if engine.generate is BaseRollout.generate:  # the engine serves batch calls only
+        if rollout.multi_turn.enable:
+            raise ValueError(
+                f"actor_rollout_ref.rollout.multi_turn.enable=true runs the agent loop over the rollout's per-request "
+                f"generate, which {engine.__name__} (rollout.name={rollout.name}) does not serve: use rollout.name=hf"
+            )
+        logger.info("rollout.mode=async: %s serves batch calls only, so the batch call generates", engine.__name__)
+        return None
     servers = async_rollout_servers(actor_rollout_wg)
     return AgentLoopManager(config, actor_rollout_wg, server_handles=servers, tokenizer=tokenizer)

@@ -135,8 +135,8 @@ class RolloutConfig(BaseConfig):
     ignore_eos: bool = False  # true: keep sampling past EOS up to response_length
     # validation sampling: greedy by default
     val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
-    # sync: the batch call | async: verl's agent loop over the per-request generate (name=hf, trainer.backend=local;
-    # elsewhere async samples through the batch call); docs/agent_loop.md
+    # sync: the batch call | async: verl's agent loop over the rollout's per-request generate (trainer.backend=local;
+    # on the Ray backend async samples through the batch call); docs/agent_loop.md
     mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
@@ -189,8 +189,8 @@ class RolloutConfig(BaseConfig):
 
 def uses_agent_loop(config: Any) -> bool:
     """Whether a job (its whole config) generates through the agent loop: ``rollout.mode=async`` or
-    ``multi_turn.enable``, with an engine that has a per-request generate (every name but vllm runs the HF sampler)
-    in the trainer's process (``trainer.backend=local``)."""
+    ``multi_turn.enable``, in the trainer's process (``trainer.backend=local``), where the actor's rollout serves the
+    per-request generate. Whether the engine has one is known when it is built (`build_async_rollout_manager`)."""
     rollout = config.actor_rollout_ref.rollout
     wanted = rollout.mode == "async" or bool(rollout.multi_turn.enable)
-    return wanted and rollout.name != "vllm" and config.trainer.backend == "local"
+    return wanted and config.trainer.backend == "local"
