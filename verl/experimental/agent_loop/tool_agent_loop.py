@@ -85,10 +85,8 @@ class ToolAgentLoop(AgentLoopBase):
         self.prompt_length, self.response_length = int(rollout.prompt_length), int(rollout.response_length)
         self.max_assistant_turns, self.max_user_turns = mt.max_assistant_turns, mt.max_user_turns
         self.max_parallel_calls = int(mt.max_parallel_calls)
-        self.max_tool_response_length, self.truncate_side = (
-            int(mt.max_tool_response_length),
-            mt.tool_response_truncate_side,
-        )
+        self.max_tool_response_length = int(mt.max_tool_response_length)
+        self.truncate_side = mt.tool_response_truncate_side
         self.tool_timeout_s = mt.tool_timeout_s
         self.sanity_check_mode = mt.tokenization_sanity_check_mode
         if tools is None:
@@ -144,59 +142,66 @@ class ToolAgentLoop(AgentLoopBase):
         return self._output(traj, bool(mismatch))
 
     async def _converse(self, traj, messages, session, sampling_params, request_id, interaction, interaction_kwargs):
+        """Model turn, then tool or user turn, until one ends the trajectory (``traj.finish_reason``)."""
         while True:
-            remaining = self.response_length - len(traj.response_ids)
-            params = {**sampling_params, "max_tokens": remaining}
-            out = await self.server_manager.generate(
-                request_id, prompt_ids=traj.prompt_ids + traj.response_ids, sampling_params=params
-            )
-            ids = list(out.token_ids)[:remaining]
-            logprobs = None if out.log_probs is None else list(out.log_probs)[: len(ids)]
-            stopped = out.finish_reason == "stop" if out.finish_reason else len(ids) < remaining
-            traj.add_model_turn(ids, logprobs, stopped)
-            messages.append({"role": "assistant", "content": self.turns.assistant_content(ids)})
-            if not stopped:
-                traj.finish_reason = "length"
+            ids, stopped = await self._model_turn(traj, messages, sampling_params, request_id)
+            finish = self._limit_reached(traj, stopped)
+            if finish is None:
+                reply = await self._reply(traj, ids, messages, session, request_id, interaction, interaction_kwargs)
+                finish = reply if isinstance(reply, str) else None
+            if finish is not None:
+                traj.finish_reason = finish
                 return
-            if self.max_assistant_turns and traj.assistant_turns >= self.max_assistant_turns:
-                traj.finish_reason = "max_assistant_turns"
-                return
-            if self.max_user_turns and traj.user_turns >= self.max_user_turns:
-                traj.finish_reason = "max_user_turns"
-                return
-            parsed = self.tool_parser.parse_ids(ids)
-            if parsed.calls or parsed.errors:
-                start = time.perf_counter()
-                results = await session.run_turn(parsed, self.max_parallel_calls)
-                traj.tool_s += time.perf_counter() - start
-                traj.observations += results
-                new = [{"role": "tool", "content": r.text} for r in results]
-            elif interaction is not None:
-                try:
-                    done, text, score, _ = await interaction.generate_response(
-                        request_id, messages, **interaction_kwargs
-                    )
-                except Exception as e:  # a user's interaction fails this trajectory's dialogue, not the batch
-                    logger.warning(
-                        "interaction %r raised %s: %s; the trajectory ends", interaction, type(e).__name__, e
-                    )
-                    traj.finish_reason = "interaction_error"
-                    return
-                if score is not None:
-                    traj.turn_scores.append(float(score))
-                if done:
-                    traj.finish_reason = "interaction_done"
-                    return
-                new = [{"role": "user", "content": str(text)}]
-            else:
-                traj.finish_reason = "stop"
-                return
-            delta = self.turns.delta_ids(new, self.turns.bridge_after(ids, stopped))
+            delta = self.turns.delta_ids(reply, self.turns.bridge_after(ids, stopped))
             if len(traj.response_ids) + len(delta) >= self.response_length:
                 traj.finish_reason = "length"  # no room for the observation and a model turn after it
                 return
             traj.add_other_turn(delta)
-            messages.extend(new)
+            messages.extend(reply)
+
+    async def _model_turn(self, traj, messages, sampling_params, request_id) -> tuple[list[int], bool]:
+        """One model turn within the remaining budget, appended; its ids and whether it ended at a stop token."""
+        remaining = self.response_length - len(traj.response_ids)
+        params = {**sampling_params, "max_tokens": remaining}
+        out = await self.server_manager.generate(
+            request_id, prompt_ids=traj.prompt_ids + traj.response_ids, sampling_params=params
+        )
+        ids = list(out.token_ids)[:remaining]
+        logprobs = None if out.log_probs is None else list(out.log_probs)[: len(ids)]
+        stopped = out.finish_reason == "stop" if out.finish_reason else len(ids) < remaining
+        traj.add_model_turn(ids, logprobs, stopped)
+        messages.append({"role": "assistant", "content": self.turns.assistant_content(ids)})
+        return ids, stopped
+
+    def _limit_reached(self, traj: _Trajectory, stopped: bool) -> str | None:
+        if not stopped:
+            return "length"
+        if self.max_assistant_turns and traj.assistant_turns >= self.max_assistant_turns:
+            return "max_assistant_turns"
+        if self.max_user_turns and traj.user_turns >= self.max_user_turns:
+            return "max_user_turns"
+        return None
+
+    async def _reply(self, traj, ids, messages, session, request_id, interaction, interaction_kwargs):
+        """The messages answering the model's turn (tool results, or the simulated user's), or the finish reason
+        when nothing answers it."""
+        parsed = self.tool_parser.parse_ids(ids)
+        if parsed.calls or parsed.errors:
+            start = time.perf_counter()
+            results = await session.run_turn(parsed, self.max_parallel_calls)
+            traj.tool_s += time.perf_counter() - start
+            traj.observations += results
+            return [{"role": "tool", "content": r.text} for r in results]
+        if interaction is None:
+            return "stop"
+        try:
+            done, text, score, _ = await interaction.generate_response(request_id, messages, **interaction_kwargs)
+        except Exception as e:  # a user's interaction fails this trajectory's dialogue, not the batch
+            logger.warning("interaction %r raised %s: %s; the trajectory ends", interaction, type(e).__name__, e)
+            return "interaction_error"
+        if score is not None:
+            traj.turn_scores.append(float(score))
+        return "interaction_done" if done else [{"role": "user", "content": str(text)}]
 
     async def _start_interaction(self, request_id: str, extra_info: dict, kwargs: dict, where: str):
         """The row's interaction and its kwargs (``extra_info.interaction_kwargs``), started; (None, {}) when the
