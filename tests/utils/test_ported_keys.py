@@ -148,7 +148,7 @@ def test_values_with_the_same_algorithm_warn_and_name_what_runs(override, key):
     "override",
     [
         "actor_rollout_ref.model.lora_rank=8",
-        "actor_rollout_ref.rollout.multi_turn.enable=True",
+        "actor_rollout_ref.rollout.enable_rollout_routing_replay=True",
         "algorithm.use_pf_ppo=True",
         "data.custom_cls.path=my_dataset.py",
     ],

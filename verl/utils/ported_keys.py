@@ -10,7 +10,7 @@ have). This module holds the ones that act:
   (-> ``ray_init``);
 * a value this version cannot honour either warns and says what runs instead (`WARN_UNLESS`: the run is the same
   algorithm, e.g. a vLLM engine setting or sequence parallelism) or is an error (`ERROR_UNLESS`: the run would be
-  another algorithm, e.g. LoRA or multi-turn rollouts);
+  another algorithm, e.g. LoRA);
 * a key verl derives from another (`MIRRORED_KEYS`, e.g. ``actor.rollout_n`` from ``rollout.n``) follows it; set to
   another value it is an error when the run would differ, else a warning.
 """
@@ -178,16 +178,6 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
     (f"{ARR}.model.lora_rank", (0,), _NO_LORA),
     ("critic.model.lora_rank", (0,), _NO_LORA),
     (f"{ARR}.model.lora_adapter_path", (None,), _NO_LORA),
-    (
-        f"{ARR}.rollout.multi_turn.enable",
-        (False,),
-        "multi-turn (tool-calling) rollouts are not implemented in this version; single-turn rollouts only",
-    ),
-    (
-        f"{ARR}.rollout.agent.agent_loop_config_path",
-        (None,),
-        "custom agent loops are not implemented in this version; the single-turn sampler runs in the actor's worker",
-    ),
     (
         f"{ARR}.rollout.mode",
         ("sync", "async"),

@@ -56,3 +56,22 @@ def test_collate_fn_stacks_tensors_and_keeps_one_object_per_row():
     assert torch.equal(batch["input_ids"], torch.tensor([[1, 2], [3, 4]]))
     for key in ("messages", "ids", "k"):  # equal-length lists stay one element per row, not a 2-D array
         assert batch[key].shape == (2,) and batch[key][1] == items[1][key]
+
+
+def test_agent_name_is_carried_and_rows_without_it_read_none(tmp_path, tok):
+    rows = [{"prompt": "What is 1 + 2?", "agent_name": "tool_agent"}, {"prompt": "What is 2 + 2?", "agent_name": None}]
+    ds = RLHFDataset(_write(tmp_path / "d.parquet", rows), tok)
+    batch = collate_prompts([ds[0], ds[1]], tok.pad_token_id)
+    assert batch.non_tensor_batch["agent_name"].tolist() == ["tool_agent", None]
+
+
+def test_an_agent_loop_run_keeps_the_messages_for_its_loops(tmp_path, tok):
+    from verl.utils.config import load_config
+    from verl.utils.dataset.rl_dataset import build_dataset
+
+    files = _write(tmp_path / "d.parquet", [{"prompt": "What is 1 + 2?"}])
+    sync = build_dataset(load_config("ppo_trainer"), files, tok)
+    agent = build_dataset(load_config("ppo_trainer", ["actor_rollout_ref.rollout.mode=async"]), files, tok)
+    assert "raw_prompt" not in sync[0]
+    assert agent[0]["raw_prompt"] == [{"role": "user", "content": "What is 1 + 2?"}]
+    assert agent[0]["input_ids"] == sync[0]["input_ids"]

@@ -69,6 +69,7 @@ def check_ppo_config(config: DictConfig) -> None:
         if not torch.cuda.is_available():
             raise ConfigError("trainer.device=cuda but torch sees no CUDA device: use trainer.device=cpu")
     _check_rollout_engine(config)
+    _check_agent_loop(config)
     if t.backend == "ray":
         world = t.nnodes * t.n_gpus_per_node
         for key, rows in (
@@ -106,6 +107,33 @@ def _check_rollout_engine(config: DictConfig) -> None:
             f"trainer.n_gpus_per_node = {world} worker processes on the Ray backend (each vLLM engine is sharded over "
             f"that many ranks; 1: one whole engine per worker)"
         )
+
+
+def _check_agent_loop(config: DictConfig) -> None:
+    """Multi-turn rollouts need the rollout's per-request generate in the trainer's process (whether the engine has
+    one is checked when it is built); the multi-turn settings must be ones the agent loop knows."""
+    r = config.actor_rollout_ref.rollout
+    mt, key = r.multi_turn, "actor_rollout_ref.rollout.multi_turn"
+    if mt.enable and config.trainer.backend != "local":
+        raise ConfigError(
+            f"{key}.enable=true runs the agent loop in the trainer's process over the actor's rollout: use "
+            "trainer.backend=local (the Ray backend's workers serve no per-request generate yet, docs/rollout.md)"
+        )
+    modes = ("strict", "ignore_strippable", "disable")
+    if mt.tokenization_sanity_check_mode not in modes:
+        raise ConfigError(
+            f"{key}.tokenization_sanity_check_mode={mt.tokenization_sanity_check_mode!r}: use one of {', '.join(modes)}"
+        )
+    if mt.tool_response_truncate_side not in ("left", "middle", "right"):
+        raise ConfigError(
+            f"{key}.tool_response_truncate_side={mt.tool_response_truncate_side!r}: use left, middle or right"
+        )
+    if mt.max_parallel_calls < 1:
+        raise ConfigError(f"{key}.max_parallel_calls={mt.max_parallel_calls}: at least 1 call per turn runs")
+    for name in ("max_assistant_turns", "max_user_turns"):
+        value = mt[name]
+        if value is not None and value < 0:
+            raise ConfigError(f"{key}.{name}={value}: a number of turns (null: no limit)")
 
 
 def check_rollout_correction(config: DictConfig) -> None:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from verl.experimental.agent_loop.metrics import agent_loop_metrics
 from verl.protocol import DataProto
 from verl.trainer.ppo.validation_stats import bootstrap_metric, calc_maj_val, process_validation_metrics
 from verl.utils.metric import reduce_metrics
@@ -139,11 +140,13 @@ class StepTimer:
 def step_data_metrics(
     batch: DataProto, timing_raw: dict[str, float], use_critic: bool, n_gpus: int
 ) -> dict[str, float]:
-    """Everything a step logs about its batch: data metrics, the overlong penalty and the reward function's own
-    numeric fields (``reward/<key>/mean``), stage timings and throughput."""
+    """Everything a step logs about its batch: data metrics, the agent loop's (``num_turns/*``, ``agent_loop/*``), the
+    overlong penalty and the reward function's own numeric fields (``reward/<key>/mean``), stage timings and
+    throughput."""
     from verl.trainer.ppo.sample_log import finite_numbers
 
     metrics = compute_data_metrics(batch, use_critic)
+    metrics.update(agent_loop_metrics(batch.non_tensor_batch))  # num_turns/*, agent_loop/* (multi-turn batches)
     if "overlong_penalty" in batch.batch:
         metrics["reward/overlong_penalty_mean"] = batch.batch["overlong_penalty"].mean().item()
     for key in batch.meta_info.get("reward_extra_keys", []):

@@ -62,9 +62,8 @@ class RayPPOTrainer:
         train_sampler=None,
         device_name: str | None = None,
     ):
-        """Missing datasets are read from ``data.train_files`` / ``val_files``; missing reward functions score each
-        row by its ``data_source``. ``ray_worker_group_cls``, ``processor``, ``collate_fn``, ``train_sampler``: accepted
-        for ported recipes (this version's worker groups, text prompts and seeded prompt order run)."""
+        """Missing datasets come from ``data.train_files`` / ``val_files``, missing reward functions score rows by
+        ``data_source``; ``ray_worker_group_cls``, ``processor``, ``collate_fn``, ``train_sampler``: for ported recipes."""
         self.config, self.tokenizer = config, tokenizer
         self.role_worker_mapping, self.resource_pool_manager = role_worker_mapping, resource_pool_manager
         if device_name is not None:
@@ -99,6 +98,11 @@ class RayPPOTrainer:
         args = (self.role_worker_mapping, self.resource_pool_manager, self.total_training_steps, self.tokenizer)
         handles, self.backend = init_workers(self.config, *args)
         self.actor_rollout_wg, self.critic_wg, self.rm_wg = (handles.get(h) for h in ("actor_rollout", "critic", "rm"))
+        self.async_rollout_manager = handles.get("async_rollout_manager")  # verl's name: the agent loop, or None
+
+    @property
+    def rollout_wg(self) -> Any:  # what generates: the agent loop (rollout.mode=async) or the actor's batch call
+        return getattr(self, "async_rollout_manager", None) or self.actor_rollout_wg
 
     # ------------------------------------------------------------------------------------------------ the loop
     def init(self) -> None:
@@ -193,7 +197,7 @@ class RayPPOTrainer:
         # each response's sampling randomness is keyed by its index: the same samples on any number of workers
         gen_batch.batch["sample_index"] = torch.arange(len(gen_batch), dtype=torch.int64)
         with self.timer("gen"):
-            gen_output = self.actor_rollout_wg.generate_sequences(gen_batch)
+            gen_output = self.rollout_wg.generate_sequences(gen_batch)
         for key, seconds in gen_output.meta_info.pop("timing", {}).items():  # e.g. the weight reshard (Ray)
             self.timer.add(key, seconds)
         batch = batch.repeat(n, interleave=True)
@@ -207,7 +211,7 @@ class RayPPOTrainer:
         if cfg.algorithm.adv_estimator == "remax":
             with self.timer("gen_max"):
                 n = cfg.actor_rollout_ref.rollout.n
-                generate = self.actor_rollout_wg.generate_sequences
+                generate = self.rollout_wg.generate_sequences
                 baseline = reward_stage.compute_remax_baseline(batch, n, generate, self._score, self._shaped_score)
                 batch.batch["reward_baselines"] = baseline
         with self.timer("reward"):
@@ -312,7 +316,7 @@ class RayPPOTrainer:
     def validate(self) -> dict[str, float]:
         """Validate now (``verl.trainer.ppo.validation``), run the evaluators and the ``on_validation`` callbacks;
         returns the metrics and remembers them as ``last_val``."""
-        policy = (self.actor_rollout_wg, self.val_reward_fn, self.global_steps, self.rm_wg)
+        policy = (self.rollout_wg, self.val_reward_fn, self.global_steps, self.rm_wg)
         metrics, outputs = validate_policy(self.config, self.val_dataset, self.tokenizer, *policy)
         if self.evaluators:
             from verl.trainer.ppo.evaluators import run_evaluators

@@ -20,6 +20,7 @@ from verl.engine.callbacks import apply_reward_hooks
 from verl.protocol import DataProto
 from verl.utils.import_utils import load_extern_object
 from verl.workers.reward_manager import get_reward_manager_cls, load_custom_reward_function
+from verl.workers.reward_manager.scoring import score_positions
 
 PROMPT_KEYS = ["input_ids", "attention_mask", "position_ids"]
 
@@ -133,7 +134,7 @@ def add_scores(
     if overlong_buffer.enable:
         mask = batch.batch["response_mask"]
         penalty = overlong_penalty(mask, overlong_buffer, max_response_length)
-        last = (mask.sum(-1) - 1).clamp(min=0).long()
+        last = score_positions(batch)  # the last model token (multi-turn: not a tool turn after it)
         reward_tensor[torch.arange(len(batch)), last] += penalty.to(reward_tensor.dtype)
         batch.batch["overlong_penalty"] = penalty  # kept with its rows: the metric covers the trained batch
     errors = extra.get("reward_errors")

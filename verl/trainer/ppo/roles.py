@@ -3,6 +3,7 @@
     roles = build_role_worker_mapping(config)                  # Role -> worker class (verl's role_worker_mapping)
     pools = build_resource_pool_manager(config, roles)         # which processes each role runs on
     handles, backend = init_workers(config, roles, pools, total_steps, tokenizer)   # {"actor_rollout": group, ...}
+                                                               # + "async_rollout_manager": the agent loop or None
 
 ``trainer.backend=local`` builds every role in one `LocalWorkerGroup` (a group of size one in this process);
 ``trainer.backend=ray`` builds one Ray worker group per resource pool (``verl.trainer.ppo.ray_backend``). Both get the
@@ -13,12 +14,16 @@ the same handles either way. ``RayPPOTrainer(config, tokenizer, role_worker_mapp
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from verl.single_controller.base import ClassWithInitArgs, LocalWorkerGroup, RoleWorkerGroup
+from verl.workers.config.rollout import uses_agent_loop
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
+
+logger = logging.getLogger(__name__)
 
 CRITIC_ESTIMATORS = ("gae",)
 GLOBAL_POOL = "global_pool"
@@ -194,13 +199,43 @@ def init_workers(
     if config.trainer.backend == "ray":
         from verl.trainer.ppo.ray_backend import start_ray_worker_groups
 
-        return start_ray_worker_groups(config, specs, pools.resource_pool_spec)
-    if config.trainer.device == "cpu" and config.trainer.cpu_retain_freed_memory:
-        from verl.utils.cpu_malloc import retain_freed_memory
+        handles, backend = start_ray_worker_groups(config, specs, pools.resource_pool_spec)
+    else:
+        if config.trainer.device == "cpu" and config.trainer.cpu_retain_freed_memory:
+            from verl.utils.cpu_malloc import retain_freed_memory
 
-        retain_freed_memory()
-    group = LocalWorkerGroup({handle: spec for handle, (spec, _) in specs.items()}, device=config.trainer.device)
-    handles = {handle: group.role(handle) for handle in specs}
-    for handle in handles.values():
-        handle.init_model()
-    return handles, WorkerBackend(groups=[group])
+            retain_freed_memory()
+        group = LocalWorkerGroup({handle: spec for handle, (spec, _) in specs.items()}, device=config.trainer.device)
+        handles = {handle: group.role(handle) for handle in specs}
+        for handle in handles.values():
+            handle.init_model()
+        backend = WorkerBackend(groups=[group])
+    handles["async_rollout_manager"] = build_async_rollout_manager(config, handles.get("actor_rollout"), tokenizer)
+    return handles, backend
+
+
+def build_async_rollout_manager(config: Any, actor_rollout_wg: Any, tokenizer: Any = None) -> Any:
+    """verl's ``async_rollout_manager``: the agent loop (``AgentLoopManager``) over the actor's rollout servers when
+    the run generates through it (``rollout.mode=async`` or ``multi_turn.enable`` on the local backend,
+    `uses_agent_loop`) and the engine serves a per-request ``generate``; else None (the actor group's batch call
+    generates). ``multi_turn.enable`` with an engine that has no per-request ``generate`` is an error naming it."""
+    rollout = config.actor_rollout_ref.rollout
+    if actor_rollout_wg is None or not uses_agent_loop(config):
+        if rollout.mode == "async" and actor_rollout_wg is not None:
+            logger.info("rollout.mode=async on trainer.backend=%s: the batch call generates", config.trainer.backend)
+        return None
+    from verl.experimental.agent_loop import AgentLoopManager
+    from verl.trainer.ppo.rollout_servers import async_rollout_servers
+    from verl.workers.rollout.base import BaseRollout
+
+    engine = type(actor_rollout_wg.rollout)  # in process on the local backend
+    if engine.generate is BaseRollout.generate:  # the engine serves batch calls only
+        if rollout.multi_turn.enable:
+            raise ValueError(
+                f"actor_rollout_ref.rollout.multi_turn.enable=true runs the agent loop over the rollout's per-request "
+                f"generate, which {engine.__name__} (rollout.name={rollout.name}) does not serve: use rollout.name=hf"
+            )
+        logger.info("rollout.mode=async: %s serves batch calls only, so the batch call generates", engine.__name__)
+        return None
+    servers = async_rollout_servers(actor_rollout_wg)
+    return AgentLoopManager(config, actor_rollout_wg, server_handles=servers, tokenizer=tokenizer)

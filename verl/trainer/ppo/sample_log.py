@@ -19,16 +19,18 @@ from verl.protocol import DataProto
 
 
 def generation_samples(batch: DataProto, reward_tensor: torch.Tensor, tokenizer, limit: int) -> list[dict]:
-    """Up to ``limit`` rows of a scored batch as ``{input, output, score}`` text."""
+    """Up to ``limit`` rows of a scored batch as ``{input, output, score}`` text (the output of a multi-turn trajectory
+    is its whole transcript: the model's turns and the tool/user turns between them)."""
     if limit <= 0:
         return []
     b = batch.batch
     prompt_mask = b["attention_mask"][:, : b["prompts"].shape[1]].bool()
+    response_side = b["attention_mask"][:, b["prompts"].shape[1] :].bool()  # multi-turn: tool/user turns too
     decode = tokenizer.decode
     return [
         {
             "input": decode(b["prompts"][i][prompt_mask[i]], skip_special_tokens=True),
-            "output": decode(b["responses"][i][b["response_mask"][i].bool()], skip_special_tokens=True),
+            "output": decode(b["responses"][i][response_side[i]], skip_special_tokens=True),
             "score": float(reward_tensor[i].sum()),
         }
         for i in range(min(limit, len(batch)))

@@ -11,6 +11,7 @@ import torch
 
 from verl.protocol import DataProto, to_object_array
 from verl.utils.dataset.parquet import get_nested, prompt_to_messages, read_parquet_rows, render_prompt
+from verl.workers.config.rollout import uses_agent_loop
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,8 @@ class RLHFDataset(torch.utils.data.Dataset):
     """Tokenized prompts plus the row fields the reward needs.
 
     Each item carries ``data_source``, ``reward_model``, ``extra_info``, ``ability`` and the ``reward_fn_key`` column
-    (``data.reward_fn_key``: the column that picks each row's scorer, when it is another one).
+    (``data.reward_fn_key``: the column that picks each row's scorer, when it is another one), the chat messages as
+    ``raw_prompt`` with ``return_raw_chat``, and ``agent_name`` when the row has one (the agent loop it runs).
 
     verl's construction ``RLHFDataset(data_files=, tokenizer=, config=<data section>, processor=, max_samples=)``
     reads the settings below from the ``data`` section.
@@ -95,6 +97,8 @@ class RLHFDataset(torch.utils.data.Dataset):
                 item["reward_model"] = {}
             if return_raw_chat:
                 item["raw_prompt"] = messages
+            if row.data.get("agent_name") is not None:  # the agent loop this row runs (rollout.mode=async)
+                item["agent_name"] = str(row.data["agent_name"])
             self.items.append(item)
         if self.num_filtered:
             logger.warning("filtered %d prompts longer than %d tokens", self.num_filtered, max_prompt_length)
@@ -118,7 +122,8 @@ def collate_prompts(items: Sequence[dict[str, Any]], pad_token_id: int) -> DataP
         input_ids[b, width - n :] = torch.tensor(it["input_ids"])
         attention_mask[b, width - n :] = 1
     position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    non_tensors = {k: [it.get(k) for it in items] for k in items[0] if k != "input_ids"}
+    keys = dict.fromkeys(k for it in items for k in it if k != "input_ids")  # a column some rows lack: None there
+    non_tensors = {k: [it.get(k) for it in items] for k in keys}
     return DataProto.from_dict(
         {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}, non_tensors
     )
@@ -202,7 +207,7 @@ def build_dataset(config: Any, files: Any, tokenizer: Any, key: str = "data.trai
             d.max_prompt_length,
             d.filter_overlong_prompts,
             d.truncation,
-            d.return_raw_chat,
+            d.return_raw_chat or uses_agent_loop(config),  # agent loops render the rows' messages
             reward_fn_key=d.reward_fn_key,
             max_samples=d.val_max_samples if key == "data.val_files" else d.train_max_samples,
             # verl draws the subset at random when the data is shuffled, else takes the first rows

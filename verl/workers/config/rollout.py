@@ -18,6 +18,7 @@ __all__ = [
     "RolloutConfig",
     "SamplingConfig",
     "TraceConfig",
+    "uses_agent_loop",
 ]
 
 
@@ -34,25 +35,27 @@ class SamplingConfig(BaseConfig):
 
 @dataclass
 class MultiTurnConfig(BaseConfig):
-    """Multi-turn (tool-calling) rollouts."""
+    """Multi-turn (tool-calling) rollouts: the agent loop's ``tool_agent`` (docs/agent_loop.md)."""
 
-    enable: bool = False  # multi-turn / tool-calling rollout: not implemented (true is an error)
-    max_assistant_turns: int | None = None  # multi-turn only: assistant turns per trajectory
-    tool_config_path: str | None = None  # multi-turn only: the tools' YAML file
-    # multi-turn only: a Python file (or pkg://module) whose @function_tool functions are tools too (docs/tools.md)
+    # multi-turn rollouts: runs the agent loop (as rollout.mode=async does); each row's agent_name picks its loop
+    enable: bool = False
+    max_assistant_turns: int | None = None  # model turns per trajectory at most (null: until the response budget)
+    tool_config_path: str | None = None  # verl's tool YAML (tools: [{class_name, config, tool_schema}]); null: no tools
+    # a Python file (or pkg://module) whose @function_tool functions are tools too (docs/tools.md)
     function_tool_path: str | None = None
-    # multi-turn only: seconds a tool call may run; past it the model reads "Error: <tool> timed out after N s"
+    # seconds a tool call may run; past it the model reads "Error: <tool> timed out after N s"
     tool_timeout_s: float = 30.0
-    max_user_turns: int | None = None  # multi-turn only: user turns per trajectory
-    max_parallel_calls: int = 1  # multi-turn only: tool calls per turn
-    max_tool_response_length: int = 256  # multi-turn only: tokens kept of a tool's answer
-    tool_response_truncate_side: str = "middle"  # multi-turn only: left | middle | right
-    interaction_config_path: str | None = None  # multi-turn only: the simulated-user YAML file
-    completion_callback: str | None = None  # older verl key, multi-turn only
-    use_inference_chat_template: bool = False  # multi-turn only: render turns with the inference chat template
-    tokenization_sanity_check_mode: str = "strict"  # multi-turn only: strict | ignore_strippable | disable
-    format: str = "hermes"  # multi-turn only: the tool-call format
-    num_repeat_rollouts: int | None = None  # multi-turn only: rollouts per interaction
+    max_user_turns: int | None = None  # tool and simulated-user turns per trajectory at most (null: no limit)
+    max_parallel_calls: int = 1  # tool calls run per model turn; calls beyond it get an error observation
+    max_tool_response_length: int = 256  # characters kept of a tool's answer
+    tool_response_truncate_side: str = "middle"  # left: keep the start | right: keep the end | middle: both ends
+    interaction_config_path: str | None = None  # verl's interaction YAML (simulated users); null: none
+    completion_callback: str | None = None  # older verl key: no effect
+    use_inference_chat_template: bool = False  # no effect: trajectories keep the model's own token ids
+    # strict | ignore_strippable | disable: compare each trajectory's ids with the template's rendering (warns)
+    tokenization_sanity_check_mode: str = "strict"
+    format: str = "hermes"  # the tool-call format (a ToolParser name; hermes: <tool_call>{json}</tool_call>)
+    num_repeat_rollouts: int | None = None  # no effect (use rollout.n)
 
 
 @dataclass
@@ -65,13 +68,17 @@ class CustomAsyncServerConfig(BaseConfig):
 
 @dataclass
 class AgentLoopConfig(BaseConfig):
-    """verl's agent loop: async rollouts through inference servers. Here sampling runs inside the actor's worker."""
+    """verl's agent loop (rollout.mode=async or multi_turn.enable): many trajectories at once over the rollout's
+    per-request generate, in the trainer's process (docs/agent_loop.md)."""
 
-    num_workers: int = 8  # no effect: agent-loop workers
-    default_agent_loop: str = "single_turn_agent"  # no effect: the single-turn sampler is what runs
-    agent_loop_config_path: str | None = None  # custom agent loops: not implemented (a value is an error)
+    num_workers: int = 8  # no effect: one agent-loop worker runs in the trainer's process
+    default_agent_loop: str = "single_turn_agent"  # the loop of rows without an agent_name (or tool_agent, or yours)
+    agent_loop_config_path: str | None = None  # verl's YAML list of {name, _target_: module.Class}: custom loops
     # no effect: a custom async server class
     custom_async_server: CustomAsyncServerConfig = field(default_factory=CustomAsyncServerConfig)
+    # the model turns of all unfinished trajectories reach the sampler together, a round at a time: same seed, same
+    # trajectories; false: each turn as soon as its trajectory asks (verl's; batches then follow the tools' timing)
+    lockstep: bool = True
 
 
 @dataclass
@@ -128,8 +135,8 @@ class RolloutConfig(BaseConfig):
     ignore_eos: bool = False  # true: keep sampling past EOS up to response_length
     # validation sampling: greedy by default
     val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
-    # sync | async: the trainer samples through the batch call either way; async is verl's server mode, whose
-    # per-request generate the agent loop drives (hf and vllm serve both; docs/rollout.md)
+    # sync: the batch call | async: verl's agent loop over the rollout's per-request generate (trainer.backend=local;
+    # on the Ray backend async samples through the batch call); docs/agent_loop.md
     mode: str = "sync"
     # deprecated in verl: sets log_prob_micro_batch_size_per_gpu = it // workers
     log_prob_micro_batch_size: int | None = None
@@ -179,3 +186,12 @@ class RolloutConfig(BaseConfig):
     quantization_config_file: str | None = None  # no effect (see quantization)
     mtp: MtpConfig = field(default_factory=MtpConfig)  # no effect: verl's copy of actor_rollout_ref.model.mtp
     limit_images: int | None = None  # vLLM multimodal setting: no effect (text-only models)
+
+
+def uses_agent_loop(config: Any) -> bool:
+    """Whether a job (its whole config) generates through the agent loop: ``rollout.mode=async`` or
+    ``multi_turn.enable``, in the trainer's process (``trainer.backend=local``), where the actor's rollout serves the
+    per-request generate. Whether the engine has one is known when it is built (`build_async_rollout_manager`)."""
+    rollout = config.actor_rollout_ref.rollout
+    wanted = rollout.mode == "async" or bool(rollout.multi_turn.enable)
+    return wanted and config.trainer.backend == "local"

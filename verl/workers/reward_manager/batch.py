@@ -18,6 +18,7 @@ from verl.workers.reward_manager.scoring import (
     outcome_reward_tensor,
     response_lengths,
     sample_answer,
+    score_positions,
 )
 
 __all__ = ["BatchRewardManager"]
@@ -97,7 +98,7 @@ class BatchRewardManager(AbstractRewardManager):
         lengths = response_lengths(data)
         data.batch["acc"] = torch.tensor(scores, dtype=torch.float32, device=data.batch["responses"].device)
         self._print_examples(data, lengths, scores)
-        reward_tensor = outcome_reward_tensor(scores, lengths, data.batch["responses"].shape)
+        reward_tensor = outcome_reward_tensor(scores, score_positions(data), data.batch["responses"].shape)
         if return_dict:
             return {"reward_tensor": reward_tensor, "reward_extra_info": extra_info_columns(scores, per_sample, errors)}
         return reward_tensor

@@ -24,6 +24,7 @@ from verl.workers.reward_manager.scoring import (
     outcome_reward_tensor,
     response_lengths,
     sample_answer,
+    score_positions,
 )
 
 __all__ = ["DAPORewardManager"]
@@ -117,7 +118,7 @@ class DAPORewardManager(AbstractRewardManager):
                 shown[source] += 1
                 print(f"[{source}] response={text!r} ground_truth={truth!r} score={score}")
         self.guard.end_batch(errors, len(data))
-        reward_tensor = outcome_reward_tensor(scores, lengths, data.batch["responses"].shape)
+        reward_tensor = outcome_reward_tensor(scores, score_positions(data), data.batch["responses"].shape)
         if return_dict:
             return {"reward_tensor": reward_tensor, "reward_extra_info": extra_info_columns(scores, per_sample, errors)}
         return reward_tensor

@@ -26,6 +26,7 @@ from verl.workers.reward_manager.scoring import (
     outcome_reward_tensor,
     response_lengths,
     sample_answer,
+    score_positions,
 )
 
 __all__ = ["PrimeRewardManager", "run_reward_scoring"]
@@ -152,7 +153,7 @@ class PrimeRewardManager(AbstractRewardManager):
                 shown[source] += 1
                 text = decode_responses(self.tokenizer, data[i : i + 1], lengths[i : i + 1])[0]
                 print(f"[{source}] response={text!r} ground_truth={truth!r} score={scores[i]}")
-        reward_tensor = outcome_reward_tensor(scores, lengths, data.batch["responses"].shape)
+        reward_tensor = outcome_reward_tensor(scores, score_positions(data), data.batch["responses"].shape)
         if return_dict:
             return {"reward_tensor": reward_tensor, "reward_extra_info": extra_info_columns(scores, per_sample, errors)}
         return reward_tensor

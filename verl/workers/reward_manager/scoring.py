@@ -22,19 +22,32 @@ from verl.protocol import DataProto
 logger = logging.getLogger(__name__)
 
 __all__ = ["ScoreGuard", "decode_responses", "extra_info_columns", "outcome_reward_tensor", "response_lengths"]
-__all__ += ["sample_answer"]
+__all__ += ["sample_answer", "score_positions"]
 
 
 def response_lengths(data: DataProto) -> torch.Tensor:
-    """Generated tokens per row (bs,): ``response_mask`` sums, or the response side of ``attention_mask``."""
+    """Response-side tokens per row (bs,): the response side of ``attention_mask`` -- with multi-turn trajectories the
+    whole transcript (the model's turns and the tool/user turns between them), which is what the scorer reads --
+    else ``response_mask`` sums."""
     responses = data.batch["responses"]
     keys = data.batch.keys()
     mask = (
-        data.batch["response_mask"]
-        if "response_mask" in keys
-        else data.batch["attention_mask"][:, -responses.shape[1] :]
+        data.batch["attention_mask"][:, -responses.shape[1] :]
+        if "attention_mask" in keys
+        else data.batch["response_mask"]
     )
     return mask.sum(-1).long()
+
+
+def score_positions(data: DataProto) -> torch.Tensor:
+    """Where each row's outcome score goes (bs,): its last model token (the last 1 of ``response_mask``; a tool or
+    user turn after it is not the policy's action), else the last response token."""
+    keys = data.batch.keys()
+    if "response_mask" not in keys:
+        return (response_lengths(data) - 1).clamp(min=0)
+    mask = data.batch["response_mask"].bool()
+    index = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    return torch.where(mask, index, torch.zeros_like(index)).max(dim=-1).values.long()
 
 
 def decode_responses(tokenizer: Any, data: DataProto, lengths: torch.Tensor) -> list[str]:
@@ -45,7 +58,9 @@ def decode_responses(tokenizer: Any, data: DataProto, lengths: torch.Tensor) -> 
 
 def sample_answer(data: DataProto, i: int, reward_fn_key: str) -> tuple[Any, Any, Any]:
     """``(data_source, ground_truth, extra_info)`` of row ``i``; a JSON-encoded ``reward_model`` cell (a CSV/JSON
-    round trip) is decoded. Missing columns read as ``"unknown"``, None, None."""
+    round trip) is decoded. Missing columns read as ``"unknown"``, None, None. For an agent-loop trajectory the
+    ``extra_info`` is a copy with verl's ``num_turns`` and ``rollout_reward_scores`` (each tool's ``calc_reward``)
+    added, and the tools' step rewards (``tool_rewards``) and the interaction's turn scores (``turn_scores``)."""
     nt = data.non_tensor_batch
     source = nt[reward_fn_key][i] if reward_fn_key in nt else "unknown"
     rm = nt["reward_model"][i] if "reward_model" in nt else {}
@@ -56,6 +71,13 @@ def sample_answer(data: DataProto, i: int, reward_fn_key: str) -> tuple[Any, Any
             rm = {}
     truth = rm.get("ground_truth") if isinstance(rm, dict) else None
     extra = nt["extra_info"][i] if "extra_info" in nt else None
+    if "__num_turns__" in nt:  # an agent-loop trajectory: what the rollout knows about it, as verl passes it
+        extra = dict(extra) if isinstance(extra, dict) else {}
+        extra["num_turns"] = int(nt["__num_turns__"][i])
+        extra["rollout_reward_scores"] = nt["reward_scores"][i] if "reward_scores" in nt else {}
+        for key in ("tool_rewards", "turn_scores"):
+            if key in nt:
+                extra[key] = nt[key][i]
     return source, truth, extra
 
 
@@ -109,12 +131,12 @@ class ScoreGuard:
             logger.warning("%d of %d reward calls failed; last: %s", errors, n, self.last_error)
 
 
-def outcome_reward_tensor(scores: list[float], lengths: torch.Tensor, shape: torch.Size) -> torch.Tensor:
-    """(bs, R) float32 zeros with each row's score on its last generated token (an empty response keeps its score
-    on the first slot, so it is not silently 0)."""
+def outcome_reward_tensor(scores: list[float], positions: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    """(bs, R) float32 zeros with each row's score at ``positions[i]`` (`score_positions`: the last model token; an
+    empty response keeps its score on the first slot, so it is not silently 0)."""
     reward = torch.zeros(shape, dtype=torch.float32)
     for i, score in enumerate(scores):
-        reward[i, max(int(lengths[i]) - 1, 0)] = score
+        reward[i, int(positions[i])] = score
     return reward
 
 

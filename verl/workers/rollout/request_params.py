@@ -106,7 +106,7 @@ def _token_ids(request_id: str, what: str, ids: Any, vocab_size: int | None) -> 
 def _number(request_id: str, key: str, value: Any, kind: type) -> Any:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _fail(request_id, f"sampling_params[{key!r}] must be a number, got {value!r}")
-    if kind is int and float(value) != int(value):
+    if kind is int and not isinstance(value, numbers.Integral) and float(value) != int(value):  # ints > 2**53 exact
         raise _fail(request_id, f"sampling_params[{key!r}] must be an integer, got {value!r}")
     value = kind(value)
     if isinstance(value, float) and not math.isfinite(value):
