@@ -99,7 +99,8 @@ def evaluate_replay_success(
 ) -> dict[str, Any]:
     """Replay every row (see the module docstring). Returns ``acc`` (rows whose every turn succeeds), ``turn_acc``
     (turns before the last that match exactly: the tool calls), ``final_acc`` (last turns scoring >= 1 given the
-    demonstration's context), ``acc/<data_source>``, ``num_samples`` and a few ``samples``."""
+    demonstration's context), ``acc/<data_source>``, ``num_samples``, ``row_success`` (one bool per row) and a few
+    ``samples``."""
     if not rows:
         raise ValueError("evaluation: no rows to replay (an empty validation file?)")
     if compute_score is None:
@@ -134,6 +135,7 @@ def evaluate_replay_success(
         "turn_acc": sum(early) / len(early) if early else 1.0,
         "final_acc": sum(finals) / len(finals),
         "num_samples": len(rows),
+        "row_success": ok,
         "samples": samples,
     }
     by_source: dict[str, list[bool]] = {}

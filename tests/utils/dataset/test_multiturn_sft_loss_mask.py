@@ -134,3 +134,15 @@ def test_template_that_rewrites_earlier_turns_is_refused(tmp_path):
     chat += [{"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]
     with pytest.raises(ValueError, match=r"row 0: the chat template renders the conversation up to message 1"):
         MultiTurnSFTDataset(_write(tmp_path / "d.parquet", [{"messages": chat}]), tok)
+
+
+def test_parquet_null_fields_are_not_rendered(tmp_path, tok):
+    """One parquet column holds every row's keys; a row's missing ones read back as None and must not render."""
+    lookup = [
+        {"type": "function", "function": {"name": "lookup", "parameters": {"properties": {"key": {"type": "string"}}}}}
+    ]
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    f = _write(tmp_path / "d.parquet", [{"messages": chat, "tools": TOOLS}, {"messages": chat, "tools": lookup}])
+    ds = MultiTurnSFTDataset(f, tok)
+    assert tok.decode(_unpadded(ds[0])[0]).startswith("<|im_start|>system\n<tools>calculator(expression)</tools>")
+    assert tok.decode(_unpadded(ds[1])[0]).startswith("<|im_start|>system\n<tools>lookup(key)</tools>")
