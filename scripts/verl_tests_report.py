@@ -45,8 +45,9 @@ EXCLUDED: dict[str, str] = {
     "cannot make) and multimodal data",
     "tests/utils/dataset/test_sft_dataset_on_cpu.py": "loads a DeepSeek tokenizer from ~/models and GSM8K from "
     "~/data (hub downloads this machine cannot make)",
-    "tests/utils/dataset/test_multiturn_sft_dataset_on_cpu.py": "loads Qwen tokenizers from ~/models (hub "
-    "downloads); multi-turn SFT belongs to the agent-loop issue",
+    "tests/utils/dataset/test_multiturn_sft_dataset_on_cpu.py": "loads Qwen2.5/Qwen3 tokenizers and "
+    "Qwen3-VL from ~/models (hub downloads) and needs torchdata; our MultiTurnSFTDataset has its own tests "
+    "(tests/utils/dataset/test_multiturn_sft_loss_mask.py)",
     "tests/utils/dataset/test_create_rl_sampler_on_cpu.py": "verl's experimental curriculum samplers "
     "(verl.experimental.dataset.sampler) are not implemented",
     "tests/utils/reward_score/reward_score/test_sandbox_fusion_on_cpu.py": "calls a SandboxFusion service; the "

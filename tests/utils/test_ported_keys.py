@@ -399,7 +399,6 @@ def test_verl_sft_keys_load_and_name_the_nested_columns():
     "override, env, match",
     [
         ("model.lora_rank=32", {}, r"model\.lora_rank=32: LoRA is not implemented"),
-        ("data.multiturn.enable=true", {}, r"data\.multiturn\.enable=True"),
         ("trainer.n_gpus_per_node=8", {}, r"trainer\.n_gpus_per_node=8: SFT runs in one process"),
         ("trainer.seed=1", {"WORLD_SIZE": "2"}, r"WORLD_SIZE=2: SFT runs in one process"),
     ],

@@ -6,6 +6,7 @@ What this module writes is a plain HF directory (``config.json``, ``model.safete
 exactly as it loads a user's ``Qwen2.5-0.5B-Instruct`` directory.
 
     python -m verl.models.tiny --out-dir /tmp/tiny-qwen2 --arch qwen2 --hidden-size 128 --num-layers 2
+    python -m verl.models.tiny --out-dir /tmp/tiny-qwen2-tools --tools true     # tool-calling tokenizer + template
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import os
 from dataclasses import asdict, dataclass
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config
+
+from verl.models.tool_chat_template import TOOL_CHAT_TEMPLATE, TOOL_TOKENS
 
 # Qwen-style chat markers, so prompts look like the ones a real instruct model sees.
 PAD_TOKEN = "<|endoftext|>"
@@ -32,11 +35,16 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
+def build_tokenizer(tools: bool = False) -> PreTrainedTokenizerFast:
     """A byte-level tokenizer with no merges: every byte is one token, so digits are single tokens.
 
     256 byte tokens + 3 specials. Any unicode text round-trips (it is split into UTF-8 bytes); ``<|im_end|>`` is
     the end-of-turn/EOS token, ``<|endoftext|>`` the pad token, as in Qwen2.
+
+    ``tools=True``: the tool-calling variant. ``<tool_call>``, ``</tool_call>``, ``<tool_response>`` and
+    ``</tool_response>`` become tokens 259..262 (not special, as in Qwen2.5, so decoding with
+    ``skip_special_tokens=True`` keeps them for the tool-call parser) and the chat template renders tools, tool calls
+    and tool messages (:mod:`verl.models.tool_chat_template`). Every other token keeps its id.
     """
     vocab: dict[str, int] = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     for ch in sorted(pre_tokenizers.ByteLevel.alphabet()):
@@ -45,10 +53,12 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(SPECIAL_TOKENS)
+    if tools:
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TOKENS])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=IM_END, pad_token=PAD_TOKEN, bos_token=None, unk_token=None
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = TOOL_CHAT_TEMPLATE if tools else CHAT_TEMPLATE
     tokenizer.padding_side = "left"  # decoder-only generation pads on the left
     return tokenizer
 
@@ -69,6 +79,9 @@ class TinyModelConfig:
     # None: the tokenizer's 259 tokens. A larger vocabulary (e.g. Qwen2.5's 151936) gives a random model a real
     # model's embedding and lm_head cost; ids past the tokenizer's decode to nothing.
     vocab_size: int | None = None
+    # True: the tool-calling tokenizer and chat template (build_tokenizer(tools=True)), 263 tokens. None keeps the
+    # cache key (and so the directory) of every tiny model built before this option existed.
+    tools: bool | None = None
 
 
 def build_model_config(tokenizer: PreTrainedTokenizerFast, cfg: TinyModelConfig):
@@ -115,7 +128,7 @@ def build_tiny_model(tokenizer: PreTrainedTokenizerFast, cfg: TinyModelConfig | 
 def save_tiny_model(out_dir: str, cfg: TinyModelConfig | None = None) -> str:
     """Build a tokenizer and a tiny model and save both as one HF directory (safetensors). Returns ``out_dir``."""
     cfg = cfg or TinyModelConfig()
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(tools=bool(cfg.tools))
     model = build_tiny_model(tokenizer, cfg)
     os.makedirs(out_dir, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
@@ -157,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     defaults = TinyModelConfig()
     for name, value in asdict(defaults).items():
         flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
+        if isinstance(value, bool) or name == "tools":
             parser.add_argument(flag, type=lambda s: s.lower() in ("1", "true", "yes"), default=value)
         elif value is None:  # vocab_size: an int when given
             parser.add_argument(flag, type=int, default=None)

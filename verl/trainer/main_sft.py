@@ -3,9 +3,13 @@
     python -m verl.trainer.main_sft                                   # tiny Qwen2 on built-in 2-digit addition
     python -m verl.trainer.main_sft model.partial_pretrain=/models/Qwen2.5-0.5B-Instruct \\
         data.train_files=~/data/gsm8k/train.parquet data.val_files=~/data/gsm8k/test.parquet
+    python -m verl.trainer.main_sft data.multiturn.enable=true model.partial_pretrain=builtin://tiny-qwen2?tools=true \\
+        data.train_files=builtin://calc_multiply/train data.val_files=builtin://calc_multiply/test?size=100
 
 Loss on response tokens only (token mean over the global batch), AdamW, warmup + cosine, gradient clipping,
-micro-batches with gradient accumulation; validation loss and greedy task accuracy; HF checkpoints.
+micro-batches with gradient accumulation; validation loss and greedy task accuracy; HF checkpoints. Multi-turn
+(``data.multiturn.enable``): whole conversations, loss on the assistant's tokens, accuracy by greedy replay of the
+held-out conversations (:mod:`verl.data.multiturn_eval`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
+from verl.data.multiturn_eval import evaluate_replay_success
 from verl.utils.checkpoint import save_hf_checkpoint
 from verl.utils.cli import job_config, run_cli
 from verl.utils.config import ConfigError
+from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
 from verl.utils.evaluation import evaluate_greedy_accuracy
@@ -76,6 +82,23 @@ def validation_loss(model, loader) -> float:
     return total / max(1, tokens)
 
 
+def build_sft_datasets(config: DictConfig, tokenizer) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset]:
+    """Train and validation datasets: prompt/response pairs, or whole conversations with ``data.multiturn.enable``."""
+    d = config.data
+    if d.multiturn.enable:
+        return MultiTurnSFTDataset(d.train_files, tokenizer, d), MultiTurnSFTDataset(d.val_files, tokenizer, d)
+    if d.apply_chat_template_kwargs:
+        raise ConfigError(
+            f"data.apply_chat_template_kwargs={dict(d.apply_chat_template_kwargs)}: passed to the chat template in "
+            "multi-turn SFT only (data.multiturn.enable=true); prompt/response rows use the template as it is"
+        )
+    prompt_path, response_path = sft_column_paths(config)
+    return (
+        SFTDataset(d.train_files, tokenizer, prompt_path, response_path, d.max_length, d.truncation),
+        SFTDataset(d.val_files, tokenizer, prompt_path, response_path, d.max_length, d.truncation),
+    )
+
+
 def run_sft(config: DictConfig) -> dict[str, Any]:
     """Train per ``config``; returns the final validation metrics and the checkpoint path."""
     check_sft_ported_keys(config)
@@ -106,9 +129,7 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     if m.enable_gradient_checkpointing:
         model.gradient_checkpointing_enable()
 
-    prompt_path, response_path = sft_column_paths(config)
-    train_ds = SFTDataset(d.train_files, tokenizer, prompt_path, response_path, d.max_length, d.truncation)
-    val_ds = SFTDataset(d.val_files, tokenizer, prompt_path, response_path, d.max_length, d.truncation)
+    train_ds, val_ds = build_sft_datasets(config, tokenizer)
     val_rows = read_parquet_rows(d.val_files)
     if config.trainer.val_max_samples > 0:
         val_rows = val_rows[: config.trainer.val_max_samples]
@@ -154,7 +175,21 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     )
 
     def validate(step: int) -> dict[str, Any]:
-        acc = evaluate_greedy_accuracy(model, tokenizer, val_rows, t.val_generation_max_new_tokens, t.val_batch_size)
+        if d.multiturn.enable:
+            mt = d.multiturn
+            acc = evaluate_replay_success(
+                model,
+                tokenizer,
+                val_rows,
+                mt.messages_key,
+                mt.tools_key,
+                t.val_generation_max_new_tokens,
+                t.val_batch_size,
+            )
+        else:
+            acc = evaluate_greedy_accuracy(
+                model, tokenizer, val_rows, t.val_generation_max_new_tokens, t.val_batch_size
+            )
         metrics = {"val/loss": validation_loss(model, val_loader), "val/acc": acc["acc"]}
         metrics.update({f"val/{k}": v for k, v in acc.items() if k.startswith("acc/")})
         tracker.log(metrics, step)

@@ -4,7 +4,8 @@ A model path is either a local HF directory (``/models/Qwen2.5-0.5B-Instruct``) 
 
 - ``builtin://tiny-qwen2-arith-sft`` (any directory under ``verl/assets/models/``): a checkpoint shipped with verl;
 - ``builtin://tiny-qwen2?hidden_size=128&num_layers=2&seed=0`` (or ``tiny-llama``): a freshly initialised tiny
-  model from :mod:`verl.models.tiny`, written once to the cache (``$VERL_CACHE_DIR``, default ``~/.cache/verl``).
+  model from :mod:`verl.models.tiny`, written once to the cache (``$VERL_CACHE_DIR``, default ``~/.cache/verl``);
+  ``?tools=true`` gives it the tool-calling tokenizer and chat template.
 
 Both resolve to an ordinary directory first, so the loading code path is the one a user's real model takes.
 """
@@ -85,11 +86,14 @@ def _resolve_builtin_model(spec: str) -> str:
     for key, value in params.items():
         if key not in known or key == "arch":
             raise ValueError(f"{spec!r}: unknown parameter {key!r}; valid: {sorted(k for k in known if k != 'arch')}")
-        default = getattr(TinyModelConfig(), key)
-        if isinstance(default, bool):
+        declared = str(known[key])  # the annotation's text, e.g. "bool | None" (from __future__ annotations)
+        if declared.startswith("bool"):
             kwargs[key] = value.lower() in ("1", "true", "yes")
         else:
-            kwargs[key] = int(value) if default is None else type(default)(value)  # None: vocab_size, an int
+            try:
+                kwargs[key] = int(value) if declared.startswith("int") else type(getattr(TinyModelConfig(), key))(value)
+            except ValueError:
+                raise ValueError(f"{spec!r}: {key}={value!r} is not a valid {declared.split()[0]}") from None
     cfg = TinyModelConfig(**kwargs)
     # fields left at None stay out of the key, so adding an optional field keeps every cached directory's name
     settings = sorted((k, v) for k, v in vars(cfg).items() if v is not None)

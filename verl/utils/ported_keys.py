@@ -432,11 +432,6 @@ SFT_ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         (0,),
         "LoRA is not implemented in this version; remove the key to fine-tune every weight",
     ),
-    (
-        "data.multiturn.enable",
-        (False,),
-        "multi-turn SFT is not implemented in this version; give one prompt and one response per row",
-    ),
     ("data.custom_cls.path", (None,), _NO_CUSTOM_DATASET),
     ("trainer.nnodes", (1,), "SFT runs in one process in this version: use trainer.nnodes=1"),
     (

@@ -18,6 +18,9 @@ always gives identical rows.
 Datasets can also be named by a spec string that :func:`resolve_data_files` turns into a cached
 parquet path, e.g. ``builtin://arithmetic/train`` or
 ``builtin://countdown/test?size=200&seed=1&max_number=30``.
+
+``calc_multiply`` is the multi-turn tool task: its rows carry more columns (``agent_name``, ``messages``, ``tools``,
+``extra_info.tools_kwargs``; :mod:`verl.data.tasks.calc_multiply`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from verl.data.tasks import arithmetic, countdown
+from verl.data.tasks import arithmetic, calc_multiply, countdown
 from verl.data.tasks.base import TaskParam, TaskSpec
 
 # ---- defaults (the one place) -------------------------------------------------------------
@@ -48,7 +51,7 @@ SAMPLE_STALL_DRAWS = 50_000
 BUILTIN_SCHEME = "builtin://"
 SPLITS = ("train", "test")
 
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (arithmetic.TASK, countdown.TASK)}
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (arithmetic.TASK, countdown.TASK, calc_multiply.TASK)}
 
 __all__ = [
     "DEFAULT_SEED",
@@ -160,15 +163,14 @@ def generate_task_rows(
     rows = []
     for index, problem in enumerate(problems):
         question, answer, ground_truth = spec.render(problem, render_rng, params)
-        rows.append(
-            {
-                "data_source": spec.data_source,
-                "prompt": [{"role": "user", "content": question}],
-                "ability": spec.ability,
-                "reward_model": {"style": "rule", "ground_truth": ground_truth},
-                "extra_info": {"split": split, "index": index, "question": question, "answer": answer},
-            }
-        )
+        row = {
+            "data_source": spec.data_source,
+            "prompt": [{"role": "user", "content": question}],
+            "ability": spec.ability,
+            "reward_model": {"style": "rule", "ground_truth": ground_truth},
+            "extra_info": {"split": split, "index": index, "question": question, "answer": answer},
+        }
+        rows.append(spec.finish_row(row, problem, params) if spec.finish_row else row)
     return rows
 
 
@@ -177,7 +179,7 @@ def problem_key(task: str, row: Mapping[str, Any]) -> str:
     gt = row["reward_model"]["ground_truth"]
     if task == "countdown":
         return ",".join(str(v) for v in sorted(gt["numbers"])) + f"={gt['target']}"
-    if task == "arithmetic":
+    if task in ("arithmetic", "calc_multiply"):
         question = row["extra_info"]["question"]
         return question.removeprefix("What is ").removesuffix("?").replace(" ", "")
     raise ValueError(f"unknown task {task!r}; known tasks: {sorted(TASKS)}")

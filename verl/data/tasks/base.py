@@ -8,7 +8,9 @@ says what its problems are:
   (``None`` otherwise); it makes the size checks exact and the sampling uniform;
 * ``sample(rng, params)`` draws one problem (``None`` for a rejected draw) for large spaces;
 * ``key(problem)`` is the problem's canonical identity (dedup and split assignment);
-* ``render(problem, rng, params)`` gives ``(question, reference_answer, ground_truth)``.
+* ``render(problem, rng, params)`` gives ``(question, reference_answer, ground_truth)``;
+* ``finish_row(row, problem, params)`` (optional) adds the columns a task has beyond the common ones (a tool task's
+  ``agent_name``, ``extra_info.tools_kwargs`` and multi-turn demonstration) and returns the row.
 
 A "problem" is whatever plain value the task likes (a tuple), as long as ``key`` names it.
 """
@@ -50,6 +52,7 @@ class TaskSpec:
     render: Callable[[Any, random.Random, Mapping[str, Any]], tuple[str, str, Any]]
     enlarge_hint: str
     description: str = ""
+    finish_row: Callable[[dict[str, Any], Any, Mapping[str, Any]], dict[str, Any]] | None = None
     defaults: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:

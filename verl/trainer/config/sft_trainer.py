@@ -4,6 +4,7 @@ here are accepted so that ported scripts run (docs/sft.md, "Porting a verl SFT s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from verl.base_config import BaseConfig
 from verl.trainer.config.config import CheckpointConfig, ModuleConfig
@@ -13,10 +14,12 @@ __all__ = ["SFTDataConfig", "SFTModelConfig", "SFTOptimConfig", "SFTTrainerConfi
 
 @dataclass
 class MultiturnSFTConfig(BaseConfig):
-    """verl's multi-turn SFT data."""
+    """verl's multi-turn SFT data: whole conversations, loss on the assistant's tokens only (docs/sft.md)."""
 
-    enable: bool = False  # multi-turn chat SFT: not implemented (true is an error)
-    messages_key: str = "messages"  # the messages column of multi-turn SFT
+    enable: bool = False  # train on conversations (MultiTurnSFTDataset) instead of prompt/response pairs
+    messages_key: str = "messages"  # the column of message lists (role, content, tool_calls)
+    tools_key: str = "tools"  # the column of OpenAI tool schemas the chat template shows (optional)
+    enable_thinking_key: str = "enable_thinking"  # the column of per-row enable_thinking flags (optional)
 
 
 @dataclass
@@ -37,8 +40,10 @@ class SFTDataConfig(BaseConfig):
     # keys under data.prompt_key leading to the prompt (verl: [question] with prompt_key=extra_info)
     prompt_dict_keys: list[str] | None = None
     response_dict_keys: list[str] | None = None  # keys under data.response_key leading to the response (verl: [answer])
-    multiturn: MultiturnSFTConfig = field(default_factory=MultiturnSFTConfig)  # multi-turn SFT (not implemented)
+    multiturn: MultiturnSFTConfig = field(default_factory=MultiturnSFTConfig)  # multi-turn SFT
     chat_template: str | None = None  # no effect: the tokenizer's own chat template renders the prompt
+    # extra arguments of apply_chat_template (e.g. {enable_thinking: false}); multi-turn SFT only
+    apply_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     # a custom dataset class: not supported (an error when set)
     custom_cls: ModuleConfig = field(default_factory=ModuleConfig)
     use_shm: bool = False  # no effect

@@ -5,6 +5,8 @@ Built-in data sources:
 * ``"openai/gsm8k"``, ``"gsm8k"`` -> :func:`verl.utils.reward_score.gsm8k.compute_score`
 * ``"arithmetic"`` -> :func:`verl.utils.reward_score.arithmetic.compute_score`
 * ``"countdown"`` -> :func:`verl.utils.reward_score.countdown.compute_score`
+* ``"calc_multiply"`` -> :func:`verl.utils.reward_score.calc_multiply.compute_score` (the tool task: the
+  ``#### N`` of the last assistant turn of the multi-turn transcript)
 * ``"lighteval/MATH"``, ``"DigitalLearningGmbH/MATH-lighteval"``, ``"HuggingFaceH4/MATH-500"`` ->
   :func:`verl.utils.reward_score.math.compute_score` (the last ``\\boxed{}`` answer, MATH's normalisation)
 * ``"math_dapo"``, ``"math"``, ``"math_dapo_reasoning"`` and every name starting with ``"aime"`` ->
@@ -41,7 +43,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from verl.utils.reward_score import arithmetic, countdown, gsm8k, math_dapo
+from verl.utils.reward_score import arithmetic, calc_multiply, countdown, gsm8k, math_dapo
 from verl.utils.reward_score import math as boxed_math
 
 __all__ = [
@@ -197,6 +199,7 @@ _default_compute_score = default_compute_score
 register_scorer(("openai/gsm8k", "gsm8k"), gsm8k.compute_score)
 register_scorer("arithmetic", arithmetic.compute_score)
 register_scorer("countdown", countdown.compute_score)
+register_scorer("calc_multiply", calc_multiply.compute_score)
 register_scorer(
     ("lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500"), boxed_math.compute_score
 )
