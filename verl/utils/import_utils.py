@@ -86,3 +86,19 @@ def load_class_by_name(class_name: str, where: str) -> type:
         defined = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
         raise ImportError(f"{where}: module {module_name!r} defines no class {attr!r}; its classes: {defined}")
     return cls
+
+
+def load_entry_list(path: str, list_key: str, kind: str, config_key: str, entry_fields: str) -> list:
+    """The top-level ``list_key:`` list of a YAML (or JSON) config file of ``kind`` ("tool config", "interaction
+    config"); a missing file or a missing list is one error naming the file, the config key that points to it and the
+    entry fields expected."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{kind} {path!r} does not exist ({config_key})")
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    if not isinstance(raw, dict) or not isinstance(raw.get(list_key), list):
+        raise ValueError(f"{kind} {path}: needs a top-level '{list_key}:' list of entries ({entry_fields})")
+    return raw[list_key]

@@ -16,10 +16,8 @@ import logging
 import os
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from verl.interactions.base import BaseInteraction
-from verl.utils.import_utils import load_class_by_name
+from verl.utils.import_utils import load_class_by_name, load_entry_list
 
 __all__ = ["default_interaction_name", "get_interaction_class", "initialize_interactions_from_config"]
 
@@ -61,18 +59,16 @@ def _interaction_from_entry(entry: Any, where: str) -> tuple[str, BaseInteractio
 def initialize_interactions_from_config(interaction_config_file: str | os.PathLike) -> dict[str, BaseInteraction]:
     """The interactions of a verl interaction YAML by name (verl's function)."""
     path = os.fspath(interaction_config_file)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"interaction config {path!r} does not exist (actor_rollout_ref.rollout.multi_turn.interaction_config_path)"
-        )
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    if not isinstance(raw, dict) or not isinstance(raw.get("interaction"), list):
-        raise ValueError(
-            f"interaction config {path}: needs a top-level 'interaction:' list of entries (name, class_name, config)"
-        )
+    entries = load_entry_list(
+        path,
+        "interaction",
+        "interaction config",
+        "actor_rollout_ref.rollout.multi_turn.interaction_config_path",
+        "name, class_name, config",
+    )
     interactions: dict[str, BaseInteraction] = {}
     first_index: dict[str, int] = {}
-    for index, entry in enumerate(raw["interaction"]):
+    for index, entry in enumerate(entries):
         where = f"interaction config {path}, interaction[{index}]"
         name, interaction = _interaction_from_entry(entry, where)
         if name in interactions:

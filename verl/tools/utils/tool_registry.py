@@ -25,13 +25,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from omegaconf import OmegaConf
 from pydantic import ValidationError
 
 from verl.tools.base_tool import BaseTool
 from verl.tools.function_tool import load_function_tools
 from verl.tools.schemas import OpenAIFunctionToolSchema
-from verl.utils.import_utils import load_class_by_name
+from verl.utils.import_utils import load_class_by_name, load_entry_list
 
 __all__ = ["get_tool_class", "initialize_tools", "initialize_tools_from_config", "schema_problems"]
 
@@ -96,17 +95,15 @@ def _tool_from_entry(entry: Any, where: str) -> BaseTool:
 def initialize_tools_from_config(tools_config_file: str | os.PathLike) -> list[BaseTool]:
     """The tools of a verl tool YAML, in file order (verl's function; names must be unique)."""
     path = os.fspath(tools_config_file)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"tool config {path!r} does not exist (actor_rollout_ref.rollout.multi_turn.tool_config_path)"
-        )
-    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    if not isinstance(raw, dict) or not isinstance(raw.get("tools"), list):
-        raise ValueError(
-            f"tool config {path}: needs a top-level 'tools:' list of entries (class_name, config, tool_schema)"
-        )
+    entries = load_entry_list(
+        path,
+        "tools",
+        "tool config",
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path",
+        "class_name, config, tool_schema",
+    )
     tools: list[BaseTool] = []
-    for index, entry in enumerate(raw["tools"]):
+    for index, entry in enumerate(entries):
         tool = _tool_from_entry(entry, f"tool config {path}, tools[{index}]")
         clash = next((i for i, t in enumerate(tools) if t.name == tool.name), None)
         if clash is not None:
