@@ -1,31 +1,17 @@
 """Every example runs (with a small budget) and does what it says."""
 
+import json
 import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from example_runner import ROOT, run_example_script
 
 
 def test_quickstart_sft_example(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "examples", "quickstart_sft.py"),
-            "--out-dir",
-            str(tmp_path),
-            "--steps",
-            "4",
-            "--train-size",
-            "256",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": ROOT},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "held-out greedy accuracy" in out.stdout
+    args = ["--out-dir", str(tmp_path), "--steps", "4", "--train-size", "256"]
+    stdout = run_example_script("examples/quickstart_sft.py", *args, timeout=300)
+    assert "held-out greedy accuracy" in stdout
     assert (tmp_path / "tiny-qwen2" / "config.json").exists()
     assert (tmp_path / "data" / "train.parquet").exists()
     assert (tmp_path / "sft" / "global_step_4" / "model.safetensors").exists()
@@ -159,3 +145,16 @@ def test_verl_style_recipe_example_trains_with_its_own_loss_and_reward_manager(t
     assert "trained 2 steps; last step's mean response length:" in out.stdout
     assert "val-core/acc:" in out.stdout
     assert (tmp_path / "metrics.jsonl").exists()
+
+
+def test_agent_loop_tutorial_runs_and_reads_its_trajectories(tmp_path):
+    """examples/tutorial/agent_loop_get_started: the tool, the prompt with its schema, 1 GRPO step with the tool
+    agent loop, the trajectories read back (the warm start calls the tutorial's tool)."""
+    args = ["--steps", "1", "--batch-size", "4", "--n", "2", "--val-size", "8", "--out-dir", str(tmp_path)]
+    text = run_example_script("examples/tutorial/agent_loop_get_started/agent_loop_tutorial.py", *args)
+    assert "'178377'" in text and "only multiplies two integers" in text and "bad_arguments" in text
+    assert "<tools>calculator(expression)</tools>" in text  # the schema rendered into the prompt
+    assert "held-out success with the tool:" in text and "at step 1" in text
+    rows = [json.loads(line) for line in open(tmp_path / "rollouts" / "1.jsonl")]
+    assert len(rows) == 8 and all({"num_turns", "num_tool_calls", "finish_reason"} <= set(row) for row in rows)
+    assert any(row["num_tool_calls"] >= 1 and "<tool_response>" in row["output"] for row in rows)

@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+from example_runner import run_example_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = ["--max-steps", "1", "--eval-interval", "1", "--rollout-batch-size", "2", "--responses-per-prompt", "2"]
 TINY += ["--num-rollout-steps", "1", "--val-size", "4"]
 
 
 def run_example(name: str, *args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "examples", "python_api", name), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": ROOT},
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    return run_example_script(os.path.join("examples", "python_api", name), *args, timeout=300)
 
 
 @pytest.mark.parametrize(

@@ -76,6 +76,11 @@ def test_two_steps_through_the_agent_loop_with_the_calculator(tmp_path):
         assert key in h, key
     dumped = [json.loads(line) for line in open(tmp_path / "rollouts" / "2.jsonl")]
     assert any("\ntool\n42\nassistant\n" in row["output"] for row in dumped)  # the transcript, specials dropped
+    # each trajectory's agent-loop facts are in its line: a tool row 4 turns and 1 call, a single-turn row 2 and none
+    assert {(row["num_turns"], row["num_tool_calls"]) for row in dumped} == {(4, 1), (2, 0)}
+    # (every model turn reads as a call here, so a tool row ends at max_assistant_turns=2)
+    assert {row["finish_reason"] for row in dumped if row["num_turns"] == 4} == {"max_assistant_turns"}
+    assert all(row["tool_errors"] == 0 for row in dumped)
 
 
 class StopAfter(StepCallback):

@@ -1,7 +1,8 @@
 """Samples written to disk as JSON lines, for reading what the policy generates.
 
 - ``trainer.rollout_data_dir`` / ``validation_data_dir`` (verl's keys): every training / validation sample of step N
-  (input, output, score, step, and the reward function's extra fields) in ``<dir>/N.jsonl``;
+  (input, output, score, step, the reward function's extra fields, and for an agent-loop trajectory its
+  ``num_turns``, ``finish_reason``, ``num_tool_calls`` and ``tool_errors``) in ``<dir>/N.jsonl``;
 - ``trainer.log_val_generations``: the first N validation samples of each validation, appended to
   ``<default_local_dir>/val_generations.jsonl``.
 """
@@ -49,7 +50,21 @@ def dump_generations(batch: DataProto, folder: str | None, step: int, tokenizer,
     with open(os.path.join(folder, f"{step}.jsonl"), "a" if append else "w") as f:
         for i, sample in enumerate(samples):
             extra = {k: json_value(batch.non_tensor_batch[k][i]) for k in extra_keys}
-            f.write(json.dumps({**sample, "step": step, **extra}) + "\n")
+            f.write(json.dumps({**sample, "step": step, **trajectory_fields(batch, i), **extra}) + "\n")
+
+
+def trajectory_fields(batch: DataProto, i: int) -> dict[str, Any]:
+    """Row ``i``'s agent-loop facts ({} for a batch the agent loop did not generate): turns, why it ended, calls."""
+    columns = batch.non_tensor_batch
+    out: dict[str, Any] = {}
+    if "__num_turns__" in columns:
+        out["num_turns"] = int(columns["__num_turns__"][i])
+    if "finish_reason" in columns and columns["finish_reason"][i] is not None:
+        out["finish_reason"] = str(columns["finish_reason"][i])
+    metrics = columns["agent_loop_metrics"][i] if "agent_loop_metrics" in columns else None
+    if isinstance(metrics, dict):  # a loop that calls no tools (single_turn_agent) reports none: 0
+        out.update({key: json_value(metrics.get(key, 0)) for key in ("num_tool_calls", "tool_errors")})
+    return out
 
 
 def append_val_generations(samples: list[dict], run_dir: str, step: int) -> None:
