@@ -166,3 +166,32 @@ def test_rl_curves_engine_mode_runs_the_hf_sampler_over_two_seeds(tmp_path):
     again = bench.main(["--engines", "hf", "--seeds", "1,2", "--work-dir", str(tmp_path / "runs"), "--md", str(md),
                         "--img", str(img), "--report-only"])  # fmt: skip
     assert md.read_text() == text and [r["curve"] for r in again] == [r["curve"] for r in results]
+
+
+def test_tool_task_curves_reports_the_gain_within_the_budget_and_replaces_its_section(tmp_path):
+    import argparse
+
+    bench = load("tool_task_curves")
+    runs = [
+        {
+            "seed": seed,
+            "evals": [(0, 0.30, 20.0), (10, 0.30 + gain, 300.0), (20, 0.60, 1000.0)],  # step 20 is past the budget
+            "start": 0.30,
+            "in_budget": (10, 0.30 + gain, 300.0),
+            "end": (20, 0.60, 1000.0),
+            "gain_in_budget": gain,
+            "wall_s": 1010.0,
+            "no_tool_start": 0.0,
+            "no_tool_end": 0.005,
+        }
+        for seed, gain in ((1, 0.10), (2, 0.20))
+    ]
+    args = argparse.Namespace(budget_s=900.0, threads=2, overrides=["custom_reward_function.path=r.py"])
+    text = bench.report(runs, args)
+    assert "| 1 | 30.0% | 40.0% (step 10, 5.0) | +10.0 | 60.0% (step 20) | 0.0% / 0.5% | 16.8 |" in text
+    assert "**+15.0 ± 7.1 points**" in text and "plus `custom_reward_function.path=r.py`" in text
+    results = tmp_path / "results.md"
+    results.write_text(f"# Results\n\n{bench.SECTION}\n\nold\n\n## Later section\n\nkept\n")
+    bench.write_section(text, str(results))
+    body = results.read_text()
+    assert body.count(bench.SECTION) == 1 and "old" not in body and "## Later section\n\nkept" in body

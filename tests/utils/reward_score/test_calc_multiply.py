@@ -1,7 +1,7 @@
 import pytest
 
 from verl.utils.reward_score import default_compute_score
-from verl.utils.reward_score.calc_multiply import compute_score, final_turn
+from verl.utils.reward_score.calc_multiply import compute_score, digit_match_fraction, final_turn
 
 CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "4821*37"}}</tool_call>'
 # 4821 * 37 = 4821 * 30 + 4821 * 7 = 144630 + 33747 = 178377
@@ -43,3 +43,28 @@ def test_registered_for_the_data_source_and_final_turn():
     assert default_compute_score("calc_multiply", "#### 178377", TRUTH) == 1.0
     assert default_compute_score("calc_multiply", "#### 178376", 178377) == 0.0
     assert final_turn("a</tool_response>b</tool_response>c") == "c" and final_turn("abc") == "abc"
+
+
+@pytest.mark.parametrize(
+    "answer, expected, share",
+    [
+        ("178377", "178377", 1.0),
+        ("178307", "178377", 5 / 6),  # one digit wrong
+        ("78377", "178377", 5 / 6),  # the leading digit dropped: aligned at the last digit
+        ("1783770", "178377", 1 / 7),  # shifted by one place: only a coincidental match
+        ("-42", "42", 1.0),  # the sign is not a digit
+        ("", "42", 0.0),
+    ],
+)
+def test_digit_match_fraction_by_hand(answer, expected, share):
+    assert digit_match_fraction(answer, expected) == pytest.approx(share, abs=0)
+
+
+def test_digit_credit_shapes_only_wrong_answers_and_is_off_by_default():
+    near = f"{CALL}user\n<tool_response>178377</tool_response>assistant\n#### 178307"
+    assert compute_score(near, TRUTH) == 0.0  # off: exact match only
+    assert compute_score(near, TRUTH, digit_credit=0.5) == pytest.approx(0.5 * 5 / 6)
+    assert compute_score("#### 178377", TRUTH, digit_credit=0.5) == 1.0
+    assert compute_score("#### 9", TRUTH, format_score=0.1, digit_credit=0.5) == 0.1  # never below format_score
+    assert compute_score("#### 17837.5", TRUTH, digit_credit=0.5) == 0.0  # not an integer: no digit credit
+    assert compute_score("no answer", TRUTH, digit_credit=0.5) == 0.0
