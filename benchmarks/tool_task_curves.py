@@ -77,24 +77,25 @@ def run_stamped(args: list[str], metrics_path: str, log_path: str, threads: int)
     return rows, time.perf_counter() - start
 
 
-def main_job(out_dir: str, overrides: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "verl.trainer.main_ppo",
-        f"trainer.default_local_dir={out_dir}",
-        "trainer.resume_mode=disable",
-        "trainer.logger=[file]",
-        *overrides,
-    ]
+def main_job(
+    out_dir: str, overrides: list[str], resume: tuple[str, ...] = ("trainer.resume_mode=disable",)
+) -> list[str]:
+    """The main job's command line, writing into ``out_dir``; ``resume``: its resume keys (default: start over)."""
+    args = [sys.executable, "-m", "verl.trainer.main_ppo", f"trainer.default_local_dir={out_dir}", *resume]
+    return args + ["trainer.logger=[file]", *overrides]
 
 
 def no_tool_success(out_dir: str, checkpoint: str | None, seed: int, threads: int) -> float:
     """Greedy held-out success without the tool, of ``checkpoint`` (None: the warm start)."""
-    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={checkpoint}"] if checkpoint else []
-    args = main_job(out_dir, [f"actor_rollout_ref.model.path={WARM_START}", f"data.val_files={HELD_OUT_NO_TOOL}"])
-    args += [f"data.train_files={TRAIN}", "data.max_prompt_length=96", "trainer.val_only=true", f"trainer.seed={seed}"]
-    args = [a for a in args if a != "trainer.resume_mode=disable"] + (resume or ["trainer.resume_mode=disable"])
+    resume = ("trainer.resume_mode=resume_path", f"trainer.resume_from_path={checkpoint}")
+    overrides = [f"actor_rollout_ref.model.path={WARM_START}", f"data.val_files={HELD_OUT_NO_TOOL}"]
+    overrides += [
+        f"data.train_files={TRAIN}",
+        "data.max_prompt_length=96",
+        "trainer.val_only=true",
+        f"trainer.seed={seed}",
+    ]
+    args = main_job(out_dir, overrides, resume) if checkpoint else main_job(out_dir, overrides)
     shutil.rmtree(out_dir, ignore_errors=True)
     rows, _ = run_stamped(args, os.path.join(out_dir, "metrics.jsonl"), out_dir + ".log", threads)
     return next(r["val-core/acc"] for r in rows if "val-core/acc" in r)
