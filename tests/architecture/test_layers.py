@@ -17,7 +17,10 @@ PACKAGE = ROOT / "verl"
 # bottom to top; each layer may import from itself and from the layers before it
 LAYERS: list[tuple[str, list[str]]] = [
     ("core_algos", ["verl.core_algos"]),
-    ("utils", ["verl.version", "verl.utils", "verl.protocol", "verl.protocol_utils", "verl.protocol_ops"]),
+    (
+        "utils",
+        ["verl.version", "verl.utils", "verl.protocol", "verl.protocol_utils", "verl.protocol_ops", "verl.sandbox"],
+    ),
     (
         "config",
         [

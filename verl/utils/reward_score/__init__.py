@@ -11,6 +11,9 @@ Built-in data sources:
   :func:`verl.utils.reward_score.math.compute_score` (the last ``\\boxed{}`` answer, MATH's normalisation)
 * ``"math_dapo"``, ``"math"``, ``"math_dapo_reasoning"`` and every name starting with ``"aime"`` ->
   :func:`verl.utils.reward_score.math_dapo.compute_score` (DAPO's ``Answer:`` scorer, 1 or -1), as in public verl
+* ``"codecontests"``, ``"apps"``, ``"codeforces"``, ``"taco"`` ->
+  :func:`verl.utils.reward_score.prime_code.score_code_sample` (the share of the first 10 test cases passed, run
+  in the local sandbox :mod:`verl.sandbox`)
 
 Scorer contract
 ---------------
@@ -43,7 +46,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from verl.utils.reward_score import arithmetic, calc_multiply, countdown, gsm8k, math_dapo
+from verl.utils.reward_score import arithmetic, calc_multiply, countdown, gsm8k, math_dapo, prime_code
 from verl.utils.reward_score import math as boxed_math
 
 __all__ = [
@@ -205,3 +208,4 @@ register_scorer(
 )
 register_scorer(("math_dapo", "math", "math_dapo_reasoning"), math_dapo.compute_score)
 register_scorer_prefix("aime", math_dapo.compute_score)
+register_scorer(prime_code.CODE_DATA_SOURCES, prime_code.score_code_sample)

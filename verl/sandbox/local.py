@@ -1,0 +1,431 @@
+"""Run untrusted code (a model's output) in a separate process that cannot reach the host: the local sandbox.
+
+    result = run_code("print(input()[::-1])", stdin="abc", config=SandboxConfig(wall_timeout_s=5))
+    result.status, result.stdout      # ("ok", "cba\\n")
+
+Layers, each of which holds on its own:
+
+1. **Namespaces (bubblewrap).** The code runs under ``bwrap --unshare-all``: its own PID, network (loopback only,
+   nothing listening), IPC, UTS and mount namespaces. The file system it sees is the interpreter's directories
+   read-only (``/usr`` and the interpreter's prefix, nothing of ``/root``, ``/home``, ``/etc`` or the repository),
+   a fresh ``/proc`` and ``/dev``, an empty tmpfs ``/tmp``, and its private working directory ``/sandbox``, the only
+   place it can write. When the sandbox's first process exits or is killed, the kernel kills every process left in
+   its PID namespace, so a daemon cannot outlive the run.
+2. **Resource limits** (``setrlimit`` before the interpreter starts, inherited by every child): CPU seconds, address
+   space, file size, open files, no core files, and the number of processes.
+3. **Another user.** Run as root, the sandbox drops to an unprivileged user id of its own (a fresh one per
+   concurrent run, from ``sandbox_uid_base``): the process limit then counts only the sandbox's processes, the code
+   cannot signal the trainer, and after the run every process of that user id is killed.
+4. **Wall clock and output.** The host kills the whole process group at ``wall_timeout_s`` and when stdout + stderr
+   pass ``max_output_bytes``; it keeps only the first ``max_output_bytes`` and returns the tails.
+
+Where bubblewrap cannot start (not installed, no user namespaces), ``isolation="auto"`` falls back to layers 2-4 with
+a loud warning; ``isolation="bwrap"`` refuses instead (``SandboxUnavailable``). The threat model and what each layer
+stops: docs/code_rl.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+
+STATUSES = ("ok", "runtime_error", "syntax_error", "timeout", "memory", "output_limit", "killed", "sandbox_error")
+ISOLATIONS = ("auto", "bwrap", "rlimit")
+SANDBOX_DIR = "/sandbox"  # the working directory as the code sees it under bubblewrap
+# the runner compiles the code first, so a syntax error is told apart from a crash; its marker carries a per-run
+# nonce in argv, and the code never runs when it is printed
+_RUNNER = """import sys
+src = open(sys.argv[1], encoding="utf-8").read()
+try:
+    code = compile(src, sys.argv[1], "exec")
+except (SyntaxError, ValueError) as e:
+    import traceback
+    traceback.print_exc(limit=0)
+    print(sys.argv[2], file=sys.stderr)
+    sys.exit(2)
+del src
+sys.argv = [sys.argv[1]]
+exec(code, {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": __builtins__})
+"""
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested isolation cannot start on this machine."""
+
+
+@dataclass
+class SandboxConfig:
+    """Limits and isolation of one run. Memory and time limits are per run; ``max_processes`` counts the run's
+    processes and threads together."""
+
+    isolation: str = "auto"  # auto: bubblewrap when it works, else rlimits only (with a warning); bwrap: or refuse
+    wall_timeout_s: float = 10.0  # the whole run, start-up included; then every process of the run is killed
+    cpu_time_s: int = 10  # CPU seconds (RLIMIT_CPU); all threads together
+    memory_limit_mb: int = 1024  # address space (RLIMIT_AS) of each process
+    max_processes: int = 64  # processes + threads (RLIMIT_NPROC, for the sandbox's own user id)
+    max_file_size_mb: int = 16  # largest file the code may write (RLIMIT_FSIZE)
+    max_open_files: int = 64  # RLIMIT_NOFILE
+    max_output_bytes: int = 1 << 20  # stdout + stderr kept; more kills the run (status output_limit)
+    python: str | None = None  # interpreter the code runs under; default: the system python3, else this one
+    sandbox_uid_base: int = 2_000_000  # as root, runs use user ids from here (one per concurrent run)
+    extra_ro_binds: list[str] = field(default_factory=list)  # more host paths the code may read (bubblewrap)
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ISOLATIONS:
+            raise ValueError(f"sandbox isolation must be one of {ISOLATIONS}, got {self.isolation!r}")
+        for key in ("wall_timeout_s", "cpu_time_s", "memory_limit_mb", "max_processes", "max_output_bytes"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"sandbox {key} must be > 0, got {getattr(self, key)!r}")
+
+
+@dataclass
+class SandboxResult:
+    """What happened: ``status`` is one of ``STATUSES``; ``stdout`` / ``stderr`` are the kept output (decoded,
+    invalid bytes replaced); ``returncode`` is negative for a signal, None when the host killed the run."""
+
+    status: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    isolation: str  # what actually isolated this run: "bwrap" or "rlimit"
+
+    def tail(self, n: int = 500) -> tuple[str, str]:
+        """The last ``n`` characters of stdout and stderr (for logs and error observations)."""
+        return self.stdout[-n:], self.stderr[-n:]
+
+
+# ---------------------------------------------------------------- isolation probing and user ids
+
+_probe_lock = threading.Lock()
+_bwrap_ok: dict[tuple[str, bool], str | None] = {}  # (python, as_root) -> None if bwrap works, else why not
+_uid_lock = threading.Lock()
+_uids_in_use: set[int] = set()
+_uid_counter = itertools.count()
+
+
+def default_python() -> str:
+    """The interpreter sandboxed code runs under: the system's python3 (readable by any user), else this one."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def _acquire_uid(base: int) -> int:
+    with _uid_lock:
+        while True:  # per process and run; the pid keeps two trainers on one machine apart
+            uid = base + (os.getpid() % 4096) * 256 + next(_uid_counter) % 256
+            if uid not in _uids_in_use:
+                _uids_in_use.add(uid)
+                return uid
+
+
+def _release_uid(uid: int) -> None:
+    with _uid_lock:
+        _uids_in_use.discard(uid)
+
+
+def _kill_user_processes(uid: int) -> int:
+    """SIGKILL every process of ``uid`` (only ever a sandbox's own user id); returns how many were found."""
+    found = 0
+    for _ in range(3):  # a fork between the scan and the kill is caught by the next pass
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.stat(f"/proc/{entry}").st_uid == uid:
+                        pids.append(int(entry))
+                except OSError:
+                    continue
+        if not pids:
+            break
+        found += len(pids)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return found
+
+
+def _ro_binds(python: str, extra: list[str]) -> list[str]:
+    args: list[str] = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(python)))
+    binds = [] if prefix.startswith("/usr") else [prefix]
+    for path in binds + list(extra):
+        args += ["--ro-bind", path, path]
+    return args
+
+
+def _bwrap_command(python: str, workdir: str, extra: list[str]) -> list[str]:
+    return [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        *_ro_binds(python, extra),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        workdir,
+        SANDBOX_DIR,
+        "--chdir",
+        SANDBOX_DIR,
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/local/bin:/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        SANDBOX_DIR,
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--",
+    ]
+
+
+def bwrap_status(python: str | None = None) -> str | None:
+    """None when bubblewrap can isolate a run on this machine, else the reason it cannot (cached)."""
+    python = python or default_python()
+    as_root = os.geteuid() == 0
+    with _probe_lock:
+        if (python, as_root) not in _bwrap_ok:
+            if shutil.which("bwrap") is None:
+                reason = "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+            else:
+                config = SandboxConfig(wall_timeout_s=30, python=python)
+                probe = run_code("print('ok')", None, config, isolation="bwrap")
+                ok = probe.status == "ok" and probe.stdout.strip() == "ok"
+                reason = None if ok else f"bwrap failed to start: {probe.stderr.strip()[-300:] or probe.status}"
+            _bwrap_ok[(python, as_root)] = reason
+        return _bwrap_ok[(python, as_root)]
+
+
+# ---------------------------------------------------------------- one run
+
+
+def _limits(config: SandboxConfig, uid: int | None):
+    def apply() -> None:  # in the child, before exec: async-signal-safe calls only
+        mb = 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_CPU, (config.cpu_time_s, config.cpu_time_s + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (config.memory_limit_mb * mb, config.memory_limit_mb * mb))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (config.max_file_size_mb * mb, config.max_file_size_mb * mb))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (config.max_open_files, config.max_open_files))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+    # the limit counts every task of the user id: a sandbox uid has none yet, this user has its own already
+    nproc = config.max_processes + (0 if uid is not None else _user_task_count(os.getuid()))
+    return apply
+
+
+def _user_task_count(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                continue
+    return count
+
+
+def _collect(proc: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bytes, str | None]:
+    """Read stdout and stderr until both close; kill the run's process group at the deadline or past ``cap``."""
+    out, err = bytearray(), bytearray()
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    reason = None
+    while sel.get_map():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            reason = "timeout"
+            break
+        for key, _ in sel.select(timeout=min(left, 0.5)):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                continue
+            key.data.extend(chunk)
+            if len(out) + len(err) > cap:
+                reason = "output_limit"
+                break
+        if reason:
+            break
+    sel.close()
+    if reason:
+        _kill_group(proc)
+    return bytes(out[:cap]), bytes(err[:cap]), reason
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _signal_of(returncode: int | None) -> int | None:
+    """The signal that ended the code: Popen reports -N; bubblewrap exits 128 + N for a signalled child."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    return returncode - 128 if 128 < returncode < 128 + 65 else None
+
+
+def _classify(returncode: int | None, stderr: str, reason: str | None, nonce: str) -> str:
+    if reason:
+        return reason  # timeout, output_limit, sandbox_error
+    if returncode == 2 and nonce in stderr:
+        return "syntax_error"
+    if returncode == 0:
+        return "ok"
+    if "MemoryError" in stderr or "Cannot allocate memory" in stderr:
+        return "memory"
+    sig = _signal_of(returncode)
+    if sig == signal.SIGXCPU:
+        return "timeout"  # past its CPU seconds
+    if sig is not None:
+        return "killed"
+    return "runtime_error"
+
+
+def run_files(
+    files: dict[str, str],
+    entry: str,
+    args: list[str],
+    stdin: str | None = None,
+    config: SandboxConfig | None = None,
+    isolation: str | None = None,
+) -> tuple[int | None, str, str, str | None, float, str]:
+    """Write ``files`` into a fresh private working directory and run ``python -I -B <entry> <args...>`` there, in
+    the sandbox. ``args`` may name the files by relative path (the working directory is the current one). Returns
+    ``(returncode, stdout, stderr, reason, wall_s, isolation)``: ``reason`` is "timeout" or "output_limit" when the
+    host killed the run (then ``returncode`` is None). The building block of :func:`run_code` and the test-case
+    runner; never raises for anything the code does."""
+    config = config or SandboxConfig()
+    python = config.python or default_python()
+    isolation = isolation or _choose_isolation(config, python)
+    start = time.monotonic()
+    uid = _acquire_uid(config.sandbox_uid_base) if os.geteuid() == 0 else None
+    workdir = tempfile.mkdtemp(prefix="verl-sandbox-")
+    try:
+        for name, text in files.items():
+            with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        os.chmod(workdir, 0o700)
+        if uid is not None:
+            for name in ["", *files]:
+                os.chown(os.path.join(workdir, name), uid, uid)
+        argv = _bwrap_command(python, workdir, config.extra_ro_binds) if isolation == "bwrap" else []
+        argv += [python, "-I", "-B", entry, *args]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8"}
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                start_new_session=True,  # its own process group: the host kills the group
+                preexec_fn=_limits(config, uid),
+                close_fds=True,
+            )
+        except OSError as e:
+            return None, "", f"could not start the sandbox: {e}", "sandbox_error", 0.0, isolation
+        threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
+        out, err, reason = _collect(proc, start + config.wall_timeout_s, config.max_output_bytes)
+        try:
+            returncode = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            returncode = proc.wait()
+        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        return (None if reason else returncode), stdout, stderr, reason, time.monotonic() - start, isolation
+    finally:
+        if uid is not None:
+            _kill_user_processes(uid)  # anything that escaped the process group (rlimit-only runs)
+            _release_uid(uid)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _feed(proc: subprocess.Popen, stdin: str | None) -> None:
+    try:
+        if stdin:
+            proc.stdin.write(stdin.encode("utf-8"))
+        proc.stdin.close()
+    except OSError:  # the code exited or closed stdin without reading it all
+        pass
+
+
+_warned = False
+
+
+def _choose_isolation(config: SandboxConfig, python: str) -> str:
+    global _warned
+    if config.isolation == "rlimit":
+        return "rlimit"
+    reason = bwrap_status(python)
+    if reason is None:
+        return "bwrap"
+    if config.isolation == "bwrap":
+        raise SandboxUnavailable(
+            f"sandbox isolation=bwrap cannot start: {reason}. Install bubblewrap and allow user namespaces, "
+            "or set isolation=auto to run with resource limits only (weaker: no network or file isolation)"
+        )
+    if not _warned:
+        warnings.warn(
+            f"SANDBOX WITHOUT ISOLATION: {reason}. Model-written code runs with resource limits only: it can read "
+            "the host's files and reach the network. Install bubblewrap, or set isolation=bwrap to refuse to run "
+            "without it.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        _warned = True
+    return "rlimit"
+
+
+def run_code(
+    code: str, stdin: str | None = None, config: SandboxConfig | None = None, *, isolation: str | None = None
+) -> SandboxResult:
+    """Run Python ``code`` (fed ``stdin``) in the sandbox; never raises for anything the code does (only
+    ``SandboxUnavailable`` when ``isolation="bwrap"`` is required and cannot start)."""
+    nonce = uuid.uuid4().hex
+    files = {"main.py": code, "_runner.py": _RUNNER}
+    returncode, out, err, reason, wall, used = run_files(
+        files, "_runner.py", ["main.py", nonce], stdin, config, isolation
+    )
+    status = _classify(returncode, err, reason, nonce)
+    return SandboxResult(status, returncode, out, err.replace(nonce + "\n", "").replace(nonce, ""), wall, used)

@@ -1,0 +1,67 @@
+"""Test-case scoring of generated code, with verl's ``prime_code`` interface, run in the local sandbox.
+
+    from verl.utils.reward_score import prime_code
+    score, metadata = prime_code.compute_score(completion, test_cases, continuous=True)
+
+``completion`` is the model's response; the program is its last fenced Python block (the whole text when it has
+none). ``test_cases`` is APPS/TACO's ``{"inputs": [...], "outputs": [...]}`` (``"fn_name"`` for function-call cases),
+as a dict or JSON text (verl stores it in ``reward_model.ground_truth``). ``continuous=False``: True when every case
+passes; ``continuous=True``: the fraction of the first ``max_cases`` cases that pass (verl scores the first 10).
+``metadata`` has one entry per case run (status, output tail, seconds). Cases run in
+:func:`verl.sandbox.testcases.run_test_cases`; the expected outputs never enter the sandbox.
+
+Registered in :mod:`verl.utils.reward_score` for the code data sources verl scores this way: ``codecontests``,
+``apps``, ``codeforces``, ``taco``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from verl.sandbox import SandboxConfig
+from verl.sandbox.testcases import parse_test_cases, run_test_cases
+
+_FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
+CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco")
+
+
+def extract_code(completion: str) -> str:
+    """The last fenced code block of ``completion`` (```python ... ```), else the whole text."""
+    blocks = _FENCE.findall(completion or "")
+    return blocks[-1] if blocks else (completion or "")
+
+
+def compute_score(
+    completion: str,
+    test_cases: str | dict[str, Any],
+    continuous: bool = False,
+    timeout: float = 5.0,
+    max_cases: int = 10,
+    config: SandboxConfig | None = None,
+) -> tuple[bool | float, list[dict[str, Any]]]:
+    """verl's ``prime_code.compute_score``: ``(all passed or fraction passed, per-case metadata)``."""
+    cases = parse_test_cases(test_cases)
+    if continuous:  # a fraction over the first max_cases, as verl does, so a problem with 500 cases stays cheap
+        cases = {**cases, "inputs": cases["inputs"][:max_cases], "outputs": cases["outputs"][:max_cases]}
+    run = run_test_cases(
+        extract_code(completion), cases, case_timeout_s=timeout, stop_on_failure=not continuous, config=config
+    )
+    metadata = [
+        {"status": c.status, "output": c.stdout[-200:], "stderr": c.stderr[-200:], "seconds": c.seconds}
+        for c in run.cases
+    ]
+    return (run.pass_rate if continuous else run.all_passed), metadata
+
+
+def score_code_sample(solution_str: str, ground_truth: Any, extra_info: dict | None = None) -> dict[str, Any]:
+    """The reward of a code data source: the fraction of test cases passed (verl's ``continuous=True``), with
+    ``all_passed`` and ``compile_error`` as extra metrics."""
+    cases = parse_test_cases(ground_truth)
+    cases = {**cases, "inputs": cases["inputs"][:10], "outputs": cases["outputs"][:10]}
+    run = run_test_cases(extract_code(solution_str), cases, case_timeout_s=5.0)
+    return {
+        "score": run.pass_rate,
+        "all_passed": float(run.all_passed),
+        "compile_error": float(run.compile_error is not None),
+    }
