@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 
 import pytest
@@ -183,15 +184,43 @@ def test_tool_task_curves_reports_the_gain_within_the_budget_and_replaces_its_se
             "wall_s": 1010.0,
             "no_tool_start": 0.0,
             "no_tool_end": 0.005,
+            "tool_calls": [(1, 0.5), (20, 0.875)],
         }
         for seed, gain in ((1, 0.10), (2, 0.20))
     ]
     args = argparse.Namespace(budget_s=900.0, threads=2, overrides=["custom_reward_function.path=r.py"])
     text = bench.report(runs, args)
-    assert "| 1 | 30.0% | 40.0% (step 10, 5.0) | +10.0 | 60.0% (step 20) | 0.0% / 0.5% | 16.8 |" in text
+    assert "| 1 | 30.0% | 40.0% (step 10, 5.0) | +10.0 | 60.0% (step 20) | 0.0% / 0.5% | 0.50 / 0.88 | 16.8 |" in text
+    assert "calls the calculator in 50% of its sampled first turns" in text  # from the shipped warmstart.json
     assert "**+15.0 ± 7.1 points**" in text and "plus `custom_reward_function.path=r.py`" in text
     results = tmp_path / "results.md"
     results.write_text(f"# Results\n\n{bench.SECTION}\n\nold\n\n## Later section\n\nkept\n")
     bench.write_section(text, str(results))
     body = results.read_text()
     assert body.count(bench.SECTION) == 1 and "old" not in body and "## Later section\n\nkept" in body
+
+    # --report-only: a finished run's summary, its tool-call series read from the seed's metrics when missing
+    work = tmp_path / "work"
+    (work / "seed1").mkdir(parents=True)
+    del runs[0]["tool_calls"]
+    (work / "summary.json").write_text(json.dumps(runs[:1]))
+    metrics = [
+        {"step": 1, "critic/score/mean": 0.1, "agent_loop/num_tool_calls/mean": 0.25},
+        {"step": 1, "val-core/acc": 0.3},
+    ]
+    (work / "seed1" / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    again = bench.main(["--report-only", "--work-dir", str(work)])
+    assert again[0]["tool_calls"] == [(1, 0.25)]
+
+
+@pytest.mark.skipif(
+    __import__("verl.sandbox", fromlist=["bwrap_status"]).bwrap_status() is not None, reason="no bubblewrap here"
+)
+def test_code_reward_throughput_scores_right_and_a_looping_program_costs_its_timeout(tmp_path):
+    bench = load("code_reward_throughput")
+    rows = bench.main(
+        ["--samples", "10", "--workers", "1,2", "--sample-timeout", "1.0", "--json", str(tmp_path / "r.json")]
+    )
+    assert [r["workers"] for r in rows] == [1, 2] and all(r["scores_right"] for r in rows)
+    assert all(0.9 <= r["loop_program_s"] < 2.0 for r in rows)  # its sample timeout, not 5 cases x 1 s
+    assert json.loads((tmp_path / "r.json").read_text())[0]["samples"] == 10

@@ -117,3 +117,30 @@ def test_custom_reward_file_with_dataclasses_and_a_neighbour_module(tmp_path):
         load_custom_reward_function(str(tmp_path / "broken.py"))
     with pytest.raises(ValueError, match="has no function 'score'"):
         load_custom_reward_function(str(tmp_path / "my_reward.py"), "score")
+
+
+def test_num_workers_scores_in_threads_with_the_same_results_in_order(tok):
+    """Scorers that wait (here: sleep, as a sandboxed program or a server does) overlap; scores keep their rows."""
+    import threading
+    import time
+
+    seen = set()
+
+    def score(data_source, solution_str, ground_truth, extra_info=None):
+        seen.add(threading.get_ident())
+        time.sleep(0.05)
+        if solution_str == "9":
+            raise RuntimeError("bad sample")
+        return float(solution_str == ground_truth)
+
+    texts = ["1", "2", "3", "4", "9", "6"]
+    nt = {"data_source": np.array(["x"] * 6, dtype=object), "reward_model": np.array(
+        [{"ground_truth": g} for g in ["1", "0", "3", "0", "9", "6"]], dtype=object)}  # fmt: skip
+    batch = _batch(tok, texts, [1] * 6, nt)
+    serial = NaiveRewardManager(tok, compute_score=score, error_score=-1.0)(batch)
+    seen.clear()
+    parallel = NaiveRewardManager(tok, compute_score=score, error_score=-1.0, num_workers=3)(batch)
+    assert torch.equal(serial, parallel) and len(seen) == 3
+    assert parallel[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0, -1.0, 1.0]
+    with pytest.raises(ValueError, match="num_workers must be >= 1"):
+        NaiveRewardManager(tok, compute_score=score, num_workers=0)

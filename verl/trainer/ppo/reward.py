@@ -76,7 +76,8 @@ def reward_manager_class(config: Any) -> type:
 def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_kwargs: Any) -> Any:
     """The reward manager a config asks for (verl's function): its class by `reward_manager_class`, its scoring
     function the custom one (`get_custom_reward_fn`) or the default scorer, ``reward_fn_key`` from ``data`` and
-    ``reward_kwargs`` passed to the manager. ``reward_model.error_score`` reaches managers that take it."""
+    ``reward_kwargs`` passed to the manager. ``reward_model.error_score`` and ``num_workers`` reach managers that take
+    them."""
     cls = reward_manager_class(config)
     compute_score = get_custom_reward_fn(config)
     if compute_score is None:
@@ -85,8 +86,12 @@ def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_
         compute_score = default_compute_score
     kwargs = dict(reward_kwargs)
     error_score = (config.get("reward_model") or {}).get("error_score")
-    if error_score is not None and "error_score" in inspect.signature(cls.__init__).parameters:
+    accepted = inspect.signature(cls.__init__).parameters
+    if error_score is not None and "error_score" in accepted:
         kwargs.setdefault("error_score", error_score)
+    num_workers = (config.get("reward_model") or {}).get("num_workers")
+    if num_workers is not None and "num_workers" in accepted:
+        kwargs.setdefault("num_workers", num_workers)
     return cls(
         tokenizer=tokenizer,
         num_examine=num_examine,

@@ -54,12 +54,22 @@ def compute_score(
     return (run.pass_rate if continuous else run.all_passed), metadata
 
 
-def score_code_sample(solution_str: str, ground_truth: Any, extra_info: dict | None = None) -> dict[str, Any]:
-    """The reward of a code data source: the fraction of test cases passed (verl's ``continuous=True``), with
-    ``all_passed`` and ``compile_error`` as extra metrics."""
+def score_code_sample(
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict | None = None,
+    case_timeout_s: float = 5.0,
+    sample_timeout_s: float | None = None,
+    max_cases: int = 10,
+) -> dict[str, Any]:
+    """The reward of a code data source: the fraction of the first ``max_cases`` test cases passed (verl's
+    ``continuous=True``), with ``all_passed`` and ``compile_error`` as extra metrics. The timeouts are
+    ``reward_model.reward_kwargs`` keys; ``sample_timeout_s`` (default: the cases' added up) bounds one program."""
     cases = parse_test_cases(ground_truth)
-    cases = {**cases, "inputs": cases["inputs"][:10], "outputs": cases["outputs"][:10]}
-    run = run_test_cases(extract_code(solution_str), cases, case_timeout_s=5.0)
+    cases = {**cases, "inputs": cases["inputs"][:max_cases], "outputs": cases["outputs"][:max_cases]}
+    run = run_test_cases(
+        extract_code(solution_str), cases, case_timeout_s=case_timeout_s, sample_timeout_s=sample_timeout_s
+    )
     return {
         "score": run.pass_rate,
         "all_passed": float(run.all_passed),

@@ -59,7 +59,9 @@ class RewardModelConfig(BaseConfig):
     launch_reward_fn_async: bool = False  # score in a background process: not implemented (true warns; same scores)
     # no effect: the scores are computed in the controller's reward stage (reward_model.reward_manager)
     use_reward_loop: bool = True
-    num_workers: int = 1  # no effect: reward-loop workers (see use_reward_loop)
+    # scoring threads of the naive manager: > 1 overlaps scorers that wait on a process or a server (code in
+    # the sandbox, SandboxFusion); a pure-Python scorer gains nothing (one interpreter lock)
+    num_workers: int = 1
     reward_loop_source: str = "register"  # no effect: register | importlib (see use_reward_loop)
     # a custom reward-loop class file: not loaded in this version (a value is an error)
     reward_loop_module_path: str | None = None

@@ -68,10 +68,14 @@ class NaiveRewardManager(AbstractRewardManager):
         compute_score: Callable[..., Any] | None = None,
         reward_fn_key: str = "data_source",
         error_score: float = 0.0,
+        num_workers: int = 1,
         **reward_kwargs: Any,
     ):
         from verl.utils.reward_score import default_compute_score
 
+        if num_workers < 1:
+            raise ValueError(f"reward_model.num_workers must be >= 1, got {num_workers}")
+        self.num_workers = num_workers
         self.tokenizer = tokenizer
         self.num_examine = num_examine
         self._default_compute_score = default_compute_score
@@ -89,6 +93,21 @@ class NaiveRewardManager(AbstractRewardManager):
     def last_error(self) -> str | None:
         return self.guard.last_error
 
+    def _score_all(self, texts: list[str], answers: list[tuple]) -> list[tuple[float, dict, bool]]:
+        """One guarded scoring call per response, in ``num_workers`` threads when > 1 (a scorer that waits on a
+        sandbox process or a server overlaps its waits; results keep the batch's order)."""
+
+        def one(i: int) -> tuple[float, dict, bool]:
+            source, truth, extra = answers[i]
+            return self.guard.call(self.compute_score, source, texts[i], truth, extra, **self.reward_kwargs)
+
+        if self.num_workers == 1 or len(texts) < 2:
+            return [one(i) for i in range(len(texts))]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(self.num_workers, len(texts))) as pool:
+            return list(pool.map(one, range(len(texts))))
+
     def __call__(self, data: DataProto, return_dict: bool = False):
         precomputed = self._extract_reward_from_rm_scores(data, return_dict)
         if precomputed is not None:  # a reward model already scored the batch
@@ -104,11 +123,9 @@ class NaiveRewardManager(AbstractRewardManager):
                 "column that names each row's task, or pass custom_reward_function.path"
             )
         scores, per_sample, errors = [], [], 0
-        for i, text in enumerate(texts):
-            source, truth, extra = sample_answer(data, i, self.reward_fn_key)
-            score, fields, failed = self.guard.call(
-                self.compute_score, source, text, truth, extra, **self.reward_kwargs
-            )
+        answers = [sample_answer(data, i, self.reward_fn_key) for i in range(len(texts))]
+        results = self._score_all(texts, answers)
+        for text, (source, truth, _), (score, fields, failed) in zip(texts, answers, results):
             errors += failed
             scores.append(score)
             per_sample.append(fields)
