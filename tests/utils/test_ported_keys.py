@@ -170,7 +170,6 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
         "critic.model.lora_rank=8",
         "algorithm.rollout_correction.bypass_mode=true",
         "data.apply_chat_template_kwargs={enable_thinking: false}",
-        "reward_model.sandbox_fusion.url=http://localhost:8080",
     ],
 )
 def test_newer_verl_keys_that_would_change_the_run_are_errors_naming_the_key(override):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import threading
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -53,10 +54,20 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
     kwargs: dict[str, Any] = {}
     for node in (config.reward_model.reward_kwargs, config.custom_reward_function.reward_kwargs):
         kwargs.update(OmegaConf.to_container(node, resolve=True))
+    fusion = config.reward_model.sandbox_fusion
+    if fusion.url:  # verl binds these to its default scorer; code data sources run their cases on that service
+        kwargs.update(
+            sandbox_fusion_url=fusion.url,
+            concurrent_semaphore=threading.Semaphore(fusion.max_concurrent),
+            memory_limit_mb=fusion.memory_limit_mb,
+        )
     manager_cls = reward_manager_class(config)
     common = dict(tokenizer=tokenizer, compute_score=compute_score, reward_fn_key=config.data.reward_fn_key, **kwargs)
-    if "error_score" in inspect.signature(manager_cls.__init__).parameters:
+    accepted = inspect.signature(manager_cls.__init__).parameters
+    if "error_score" in accepted:
         common["error_score"] = config.reward_model.error_score
+    if "num_workers" in accepted:
+        common["num_workers"] = config.reward_model.num_workers
     return manager_cls(num_examine=0, **common), manager_cls(num_examine=0, **common)
 
 

@@ -219,11 +219,6 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         "chat-template arguments are not passed in this version (the prompts would differ)",
     ),
     (
-        "reward_model.sandbox_fusion.url",
-        (None,),
-        "code answers are not executed in a sandbox in this version (code-dataset scores would differ)",
-    ),
-    (
         "reward_model.reward_loop_module_path",
         (None,),
         "custom reward-loop classes are not loaded in this version; give a reward function (custom_reward_function)",

@@ -61,10 +61,24 @@ def score_code_sample(
     case_timeout_s: float = 5.0,
     sample_timeout_s: float | None = None,
     max_cases: int = 10,
+    sandbox_fusion_url: str | None = None,
+    concurrent_semaphore: Any = None,
+    memory_limit_mb: int = 1024,
 ) -> dict[str, Any]:
     """The reward of a code data source: the fraction of the first ``max_cases`` test cases passed (verl's
     ``continuous=True``), with ``all_passed`` and ``compile_error`` as extra metrics. The timeouts are
-    ``reward_model.reward_kwargs`` keys; ``sample_timeout_s`` (default: the cases' added up) bounds one program."""
+    ``reward_model.reward_kwargs`` keys; ``sample_timeout_s`` (default: the cases' added up) bounds one program.
+    With ``sandbox_fusion_url`` (``reward_model.sandbox_fusion.url``) the cases run on that SandboxFusion service
+    instead of the local sandbox, as verl does."""
+    if sandbox_fusion_url:
+        from verl.utils.reward_score import sandbox_fusion
+
+        fraction, meta = sandbox_fusion.compute_score(
+            sandbox_fusion_url, concurrent_semaphore, memory_limit_mb, solution_str, ground_truth,
+            continuous=True, timeout=case_timeout_s, max_cases=max_cases,
+        )  # fmt: skip
+        syntax = any(m["status"] == "runtime_error" and "SyntaxError" in m["stderr"] for m in meta)
+        return {"score": float(fraction), "all_passed": float(fraction == 1.0), "compile_error": float(syntax)}
     cases = parse_test_cases(ground_truth)
     cases = {**cases, "inputs": cases["inputs"][:max_cases], "outputs": cases["outputs"][:max_cases]}
     run = run_test_cases(

@@ -17,10 +17,11 @@ __all__ = ["OverlongBufferConfig", "RewardModelConfig", "SandboxFusionConfig"]
 class SandboxFusionConfig(BaseConfig):
     """A SandboxFusion server that runs code answers for verl's code-dataset scorers."""
 
-    # the server's URL: code answers are not executed in this version (a value is an error: the scores would differ)
+    # the service's /run_code URL (SandboxFusion, or python -m verl.sandbox.server): code data sources run their
+    # test cases there; null: in the local sandbox (verl.sandbox)
     url: str | None = None
-    max_concurrent: int = 64  # no effect (see url)
-    memory_limit_mb: int = 1024  # no effect (see url)
+    max_concurrent: int = 64  # requests in flight to the service, across scoring threads
+    memory_limit_mb: int = 1024  # per program, sent with each request
 
 
 @dataclass
@@ -66,7 +67,7 @@ class RewardModelConfig(BaseConfig):
     # a custom reward-loop class file: not loaded in this version (a value is an error)
     reward_loop_module_path: str | None = None
     reward_loop_class_name: str | None = None  # no effect (see reward_loop_source)
-    # code execution for code-dataset scores: not available (url is an error)
+    # a SandboxFusion service for code-dataset scores (default: the local sandbox)
     sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)  # profiling: not wired (enable=true warns)
     # a generative reward model's inference engine: not implemented (the reward model is a sequence classifier here;
