@@ -128,6 +128,8 @@ class CaseResult:
 class TestRun:
     """The verdict on one program: one ``CaseResult`` per case (cases after a stop are ``not_run``)."""
 
+    __test__ = False  # not a pytest class, though its name starts with Test
+
     cases: list[CaseResult] = field(default_factory=list)
     compile_error: str | None = None
     sandbox_status: str = "ok"  # the whole run's: ok, timeout (past the per-sample wall clock), output_limit, ...
