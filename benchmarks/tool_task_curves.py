@@ -3,6 +3,7 @@ wall-clock budget, with the success without the tool beside it.
 
     python benchmarks/tool_task_curves.py                      # 3 seeds, 15-minute budget each, ~50 min
     python benchmarks/tool_task_curves.py --seeds 1 --steps 20 # quicker look
+    python benchmarks/tool_task_curves.py --report-only --work-dir DIR --write-results   # a finished run's report
 
 Each seed is one main job (``python -m verl.trainer.main_ppo``, this script's interpreter) from the shipped
 tool-calling warm start (``builtin://tiny-qwen2-calc-sft``) on ``builtin://calc_multiply``, validated with greedy
@@ -123,7 +124,7 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     return {
         "seed": seed,
         "evals": evals,
-        "train_score": [(r["step"], r["critic/score/mean"]) for r in rows if "critic/score/mean" in r],
+        **train_series(rows),
         "start": evals[0][1],
         "in_budget": within[-1],
         "end": evals[-1],
@@ -134,26 +135,49 @@ def run_seed(seed: int, args: argparse.Namespace) -> dict:
     }
 
 
+def train_series(rows: list[dict]) -> dict:
+    """Per training step: the mean reward and the tool calls per sampled trajectory."""
+    steps = [r for r in rows if "critic/score/mean" in r]
+    return {
+        "train_score": [(r["step"], r["critic/score/mean"]) for r in steps],
+        "tool_calls": [(r["step"], r["agent_loop/num_tool_calls/mean"]) for r in steps],
+    }
+
+
+def warm_start_card() -> dict:
+    from verl.utils.model import resolve_model_path
+
+    with open(os.path.join(resolve_model_path(WARM_START), "warmstart.json")) as f:
+        return json.load(f)
+
+
 def report(runs: list[dict], args: argparse.Namespace) -> str:
+    card = warm_start_card()
     gains = [r["gain_in_budget"] * 100 for r in runs]
     spread = f"{statistics.mean(gains):+.1f} ± {statistics.stdev(gains):.1f}" if len(gains) > 1 else f"{gains[0]:+.1f}"
     lines = [
         SECTION,
         "",
-        f"`python benchmarks/tool_task_curves.py {' '.join(sys.argv[1:])}` ({time.strftime('%Y-%m-%d')}, "
+        f"`python benchmarks/tool_task_curves.py {' '.join(runs[0].get('argv', sys.argv[1:]))}` "
+        f"({time.strftime('%Y-%m-%d')}, "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {args.threads or 'default'} threads per job). "
         f"GRPO with `tool_agent` from the shipped warm start `{WARM_START}`; greedy held-out success on the 200 "
         f"problems of `{HELD_OUT}`, with the calculator (through the agent loop) and without it (single turn, "
-        f"no tools in the prompt); budget {args.budget_s / 60:.0f} minutes from launch.",
+        f"no tools in the prompt); budget {args.budget_s / 60:.0f} minutes from launch. The warm start calls the "
+        f"calculator in {card['held_out_first_turn_call_probability']:.0%} of its sampled first turns and, given its "
+        f"answer, copies it in {card['held_out_answer_accuracy_given_tool_response']:.0%} of the held-out problems "
+        "(`warmstart.json`, [models.md](models.md#the-shipped-tool-task-warm-start)).",
         "",
-        "| seed | with tool, step 0 | with tool, last eval within budget (step, minutes) | gain | with tool, last step | without tool, warm start / end | wall min |",
-        "|---|---|---|---|---|---|---|",
+        "| seed | with tool, step 0 | with tool, last eval within budget (step, minutes) | gain | with tool, last step | without tool, warm start / end | tool calls per sampled trajectory, step 1 / last | wall min |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         s, acc, t = r["in_budget"]
+        calls = f"{r['tool_calls'][0][1]:.2f} / {r['tool_calls'][-1][1]:.2f}"
         lines.append(
             f"| {r['seed']} | {r['start']:.1%} | {acc:.1%} (step {s}, {t / 60:.1f}) | {r['gain_in_budget'] * 100:+.1f} | "
-            f"{r['end'][1]:.1%} (step {r['end'][0]}) | {r['no_tool_start']:.1%} / {r['no_tool_end']:.1%} | {r['wall_s'] / 60:.1f} |"
+            f"{r['end'][1]:.1%} (step {r['end'][0]}) | {r['no_tool_start']:.1%} / {r['no_tool_end']:.1%} | {calls} | "
+            f"{r['wall_s'] / 60:.1f} |"
         )
     lines += ["", f"Gain within the budget, mean ± standard deviation over seeds: **{spread} points**.", ""]
     lines.append("Per-seed held-out success with the tool at each validation (step: success, minutes since launch):")
@@ -177,7 +201,7 @@ def write_section(text: str, path: str) -> None:
         f.write(body)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--steps", type=int, default=60)
@@ -186,19 +210,31 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2, help="OMP threads per job (0: the library default)")
     p.add_argument("--work-dir", default="outputs/tool_task_curves")
     p.add_argument("--write-results", action="store_true", help="write the section of docs/results.md")
+    p.add_argument("--report-only", action="store_true", help="report the finished run in --work-dir, train nothing")
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for the training job")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     os.makedirs(args.work_dir, exist_ok=True)
-    runs = []
-    for seed in [int(s) for s in args.seeds.split(",")]:
-        runs.append(run_seed(seed, args))
-        print(json.dumps({k: v for k, v in runs[-1].items() if k not in ("evals", "train_score")}), flush=True)
-    with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
-        json.dump(runs, f, indent=1)
+    summary = os.path.join(args.work_dir, "summary.json")
+    if args.report_only:
+        with open(summary) as f:
+            runs = json.load(f)
+        for r in runs:  # a summary written before the tool-call series was recorded: read it from the run's log
+            if "tool_calls" not in r:
+                with open(os.path.join(args.work_dir, f"seed{r['seed']}", "metrics.jsonl")) as f:
+                    r.update(train_series([json.loads(line) for line in f if line.strip()]))
+    else:
+        runs = []
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            runs.append({**run_seed(seed, args), "argv": sys.argv[1:] if argv is None else argv})
+            shown = {k: v for k, v in runs[-1].items() if k not in ("evals", "train_score", "tool_calls")}
+            print(json.dumps(shown), flush=True)
+        with open(summary, "w") as f:
+            json.dump(runs, f, indent=1)
     text = report(runs, args)
     print(text)
     if args.write_results:
         write_section(text, os.path.join(ROOT, "docs", "results.md"))
+    return runs
 
 
 if __name__ == "__main__":

@@ -69,6 +69,20 @@ def test_single_turn_variant_same_problems_no_tools():
         assert "tools_kwargs" not in row["extra_info"] and row["extra_info"]["need_tools_kwargs"] is False
 
 
+def test_direct_demonstration_offers_the_tool_and_answers_without_it():
+    call = generate_task_rows("calc_multiply", "train", 20, seed=0)
+    direct = generate_task_rows("calc_multiply", "train", 20, seed=0, demonstration="direct")
+    for c, d in zip(call, direct, strict=True):
+        assert d["messages"] == [d["prompt"][0], {"role": "assistant", "content": d["extra_info"]["answer"]}]
+        assert d["tools"] == [CALCULATOR_TOOL_SCHEMA] and d["agent_name"] == "tool_agent"
+        # the RL columns are the call rows': only the SFT demonstration differs
+        assert {k: v for k, v in d.items() if k != "messages"} == {k: v for k, v in c.items() if k != "messages"}
+    with pytest.raises(ValueError, match="demonstration must be one of"):
+        generate_task_rows("calc_multiply", "train", 1, demonstration="guess")
+    with pytest.raises(ValueError, match="demonstration=direct is for agent_name=tool_agent"):
+        generate_task_rows("calc_multiply", "train", 1, demonstration="direct", agent_name="single_turn_agent")
+
+
 def test_small_space_listed_split_disjoint_and_errors():
     kwargs = dict(a_min_digits=1, a_max_digits=1, b_min_digits=1, b_max_digits=1)
     train = generate_task_rows("calc_multiply", "train", 80, seed=0, **kwargs)

@@ -99,8 +99,8 @@ def evaluate_replay_success(
 ) -> dict[str, Any]:
     """Replay every row (see the module docstring). Returns ``acc`` (rows whose every turn succeeds), ``turn_acc``
     (turns before the last that match exactly: the tool calls), ``final_acc`` (last turns scoring >= 1 given the
-    demonstration's context), ``acc/<data_source>``, ``num_samples``, ``row_success`` (one bool per row) and a few
-    ``samples``."""
+    demonstration's context), ``acc/<data_source>``, ``num_samples``, ``row_success`` (one bool per row),
+    ``final_success`` (per row: its last turn alone, given the demonstration's context) and a few ``samples``."""
     if not rows:
         raise ValueError("evaluation: no rows to replay (an empty validation file?)")
     if compute_score is None:
@@ -109,6 +109,7 @@ def evaluate_replay_success(
     budgets = [len(t.expected) if not t.final else max(len(t.expected), max_new_tokens) for t in turns]
     generated = greedy_continue(model, tokenizer, [t.context for t in turns], budgets, batch_size)
     ok = [True] * len(rows)
+    final_ok = [False] * len(rows)
     early, finals, samples = [], [], []
     for turn, ids in zip(turns, generated):
         row = rows[turn.row]
@@ -121,6 +122,8 @@ def evaluate_replay_success(
             success = ids == turn.expected
         (finals if turn.final else early).append(success)
         ok[turn.row] = ok[turn.row] and success
+        if turn.final:
+            final_ok[turn.row] = success
         if turn.final and len(samples) < 5:
             samples.append(
                 {
@@ -136,6 +139,7 @@ def evaluate_replay_success(
         "final_acc": sum(finals) / len(finals),
         "num_samples": len(rows),
         "row_success": ok,
+        "final_success": final_ok,
         "samples": samples,
     }
     by_source: dict[str, list[bool]] = {}
@@ -143,3 +147,29 @@ def evaluate_replay_success(
         by_source.setdefault(row.data.get("data_source", "unknown"), []).append(success)
     result.update({f"acc/{source}": sum(hits) / len(hits) for source, hits in by_source.items()})
     return result
+
+
+@torch.no_grad()
+def first_turn_token_probability(
+    model, tokenizer, rows: Sequence[Row], token: str, messages_key: str = "messages", tools_key: str = "tools"
+) -> list[float]:
+    """Per row: the probability that the model's first assistant turn starts with ``token`` (e.g. ``<tool_call>``),
+    given the conversation before that turn with the row's tools rendered. For a tool task this is how often a
+    sampled (temperature 1) first turn calls a tool, which greedy decoding alone does not show: a policy that calls in
+    49% of its samples never calls greedily."""
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    if token_id is None or token_id == tokenizer.unk_token_id:
+        raise ValueError(f"first_turn_token_probability: {token!r} is not one token of this tokenizer")
+    firsts = {}
+    for turn in _turns(tokenizer, rows, messages_key, tools_key):
+        firsts.setdefault(turn.row, turn.context)
+    was_training = model.training
+    model.eval()
+    try:
+        probs = []
+        for r in range(len(rows)):
+            logits = model(torch.tensor([firsts[r]], device=model.device)).logits[0, -1].float()
+            probs.append(torch.softmax(logits, dim=-1)[token_id].item())
+    finally:
+        model.train(was_training)
+    return probs

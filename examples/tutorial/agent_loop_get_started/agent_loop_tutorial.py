@@ -4,9 +4,9 @@
     python examples/tutorial/agent_loop_get_started/agent_loop_tutorial.py --steps 20  # longer
 
 Read it top to bottom; each part prints what it shows. The model is the shipped tool-calling warm start
-(``builtin://tiny-qwen2-calc-sft``, 2 MB), the task the built-in long multiplications (``builtin://calc_multiply``),
-which the model answers by calling a calculator and copying its result. Replace them with your model directory and
-your parquet files; the rest stays. The concepts: docs/agent_loop.md and docs/tools.md.
+(``builtin://tiny-qwen2-calc-sft``, 4 MB), the task the built-in long multiplications (``builtin://calc_multiply``),
+which the model answers by calling a calculator and copying its result (the warm start calls it in half of its
+samples; RL teaches it to call). Replace them with your model directory and your parquet files; the rest stays. The concepts: docs/agent_loop.md and docs/tools.md.
 """
 
 from __future__ import annotations

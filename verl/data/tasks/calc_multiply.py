@@ -25,6 +25,9 @@ tool task needs::
   ignores it): an empty ``{}`` cannot be stored in parquet (pyarrow writes no struct without fields).
 - ``agent_name=single_turn_agent`` (an option) gives the same problems for the no-tool baseline: no ``tools``, the
   demonstration answers directly (``#### N``), no ``tools_kwargs``.
+- ``demonstration=direct`` (an option) keeps the tool row (tools offered, ``tools_kwargs``) but its demonstration
+  answers without calling: mixed into SFT data it makes a warm start that often does not use the tool it has, the
+  habit RL is there to change. The RL columns are the same as ``demonstration=call``'s.
 
 Each operand's digit count is drawn uniformly from its range, then the number uniformly among numbers with that many
 digits, so short and long operands are equally common. The final answer is scored by
@@ -43,6 +46,7 @@ from verl.data.tasks.base import TaskParam, TaskSpec, check_int
 DATA_SOURCE = "calc_multiply"
 MAX_DIGITS = 9
 AGENT_NAMES = ("tool_agent", "single_turn_agent")
+DEMONSTRATIONS = ("call", "direct")
 # Spaces up to this many problems are listed in full (exact size checks, uniform sampling).
 ENUMERATE_LIMIT = 200_000
 
@@ -78,6 +82,13 @@ def _validate(params: dict[str, Any]) -> dict[str, Any]:
     if params["agent_name"] not in AGENT_NAMES:
         raise ValueError(f"agent_name must be one of {AGENT_NAMES}, got {params['agent_name']!r}")
     out["agent_name"] = params["agent_name"]
+    if params["demonstration"] not in DEMONSTRATIONS:
+        raise ValueError(f"demonstration must be one of {DEMONSTRATIONS}, got {params['demonstration']!r}")
+    if params["demonstration"] == "direct" and params["agent_name"] != "tool_agent":
+        raise ValueError(
+            "demonstration=direct is for agent_name=tool_agent rows (single-turn rows always answer directly)"
+        )
+    out["demonstration"] = params["demonstration"]
     return out
 
 
@@ -129,7 +140,10 @@ def _finish_row(row: dict[str, Any], problem: tuple[int, int], params: Mapping[s
     product = str(a * b)
     final = {"role": "assistant", "content": row["extra_info"]["answer"]}
     if params["agent_name"] == "tool_agent":
-        messages = [row["prompt"][0], tool_call_message(f"{a}*{b}"), {"role": "tool", "content": product}, final]
+        if params["demonstration"] == "call":
+            messages = [row["prompt"][0], tool_call_message(f"{a}*{b}"), {"role": "tool", "content": product}, final]
+        else:  # the calculator is offered, and the demonstration answers without it
+            messages = [row["prompt"][0], final]
         row["extra_info"]["need_tools_kwargs"] = True
         row["extra_info"]["tools_kwargs"] = {"calculator": {"create_kwargs": {"ground_truth": product}}}
         tools = [CALCULATOR_TOOL_SCHEMA]
@@ -149,6 +163,13 @@ TASK = TaskSpec(
         TaskParam("b_min_digits", 2, int, "fewest digits of the second factor"),
         TaskParam("b_max_digits", 3, int, "most digits of the second factor"),
         TaskParam("agent_name", "tool_agent", str, "tool_agent (calculator demonstrations) or single_turn_agent"),
+        TaskParam(
+            "demonstration",
+            "call",
+            str,
+            "tool_agent rows' SFT demonstration: call (the calculator, then the answer) or direct (tools offered, "
+            "answered without them)",
+        ),
     ),
     validate=_validate,
     key=_key,
