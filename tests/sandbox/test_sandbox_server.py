@@ -113,3 +113,15 @@ def test_an_unreachable_service_fails_the_cases_not_the_run():
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/run_code"
     score, meta = sandbox_fusion.compute_score(dead, None, 256, "print(3)", {"inputs": ["\n"], "outputs": ["3"]})
     assert score is False and meta[0]["status"] == "api_error" and "Connection refused" in meta[0]["api_request_error"]
+
+
+def test_the_code_interpreter_tool_runs_on_the_service(url):
+    import asyncio
+
+    from verl.tools import SandboxFusionTool, call_tool
+
+    tool = SandboxFusionTool({"sandbox_fusion_url": url + "/run_code", "default_timeout": 2})
+    ok = asyncio.run(call_tool(tool, {"code": "print(4821 * 37)"}, timeout_s=30))
+    assert ok.response.text == "178377\n" and ok.metrics == {"status": "ok"}
+    loop = asyncio.run(call_tool(tool, {"code": "while True: pass"}, timeout_s=30))
+    assert loop.response.text.startswith("Error (timed out after 2 s)") and loop.metrics == {"status": "timeout"}
