@@ -11,7 +11,7 @@ Built-in data sources:
   :func:`verl.utils.reward_score.math.compute_score` (the last ``\\boxed{}`` answer, MATH's normalisation)
 * ``"math_dapo"``, ``"math"``, ``"math_dapo_reasoning"`` and every name starting with ``"aime"`` ->
   :func:`verl.utils.reward_score.math_dapo.compute_score` (DAPO's ``Answer:`` scorer, 1 or -1), as in public verl
-* ``"codecontests"``, ``"apps"``, ``"codeforces"``, ``"taco"`` ->
+* ``"codecontests"``, ``"apps"``, ``"codeforces"``, ``"taco"``, ``"humaneval"``, ``"mbpp"``, ``"leetcode"`` ->
   :func:`verl.utils.reward_score.prime_code.score_code_sample` (the share of the first 10 test cases passed, run
   in the local sandbox :mod:`verl.sandbox`)
 

@@ -10,8 +10,9 @@ passes; ``continuous=True``: the fraction of the first ``max_cases`` cases that 
 ``metadata`` has one entry per case run (status, output tail, seconds). Cases run in
 :func:`verl.sandbox.testcases.run_test_cases`; the expected outputs never enter the sandbox.
 
-Registered in :mod:`verl.utils.reward_score` for the code data sources verl scores this way: ``codecontests``,
-``apps``, ``codeforces``, ``taco``.
+Registered in :mod:`verl.utils.reward_score` for the code data sources verl scores this way (``codecontests``,
+``apps``, ``codeforces``, ``taco``) and for the rows :mod:`verl.utils.data` converts (``humaneval``, ``mbpp``,
+``leetcode``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from verl.sandbox import SandboxConfig
 from verl.sandbox.testcases import parse_test_cases, run_test_cases
 
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
-CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco")
+# verl scores these with prime_code; the rest are the other formats verl.utils.data converts
+CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco", "humaneval", "mbpp", "leetcode")
 
 
 def extract_code(completion: str) -> str:
