@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "verl.models",
             "verl.utils.dataset",
             "verl.utils.reward_score",
+            "verl.utils.data",
             "verl.utils.model",
             "verl.utils.tokenizer",
             "verl.utils.evaluation",
