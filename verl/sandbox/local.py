@@ -138,18 +138,29 @@ def _release_uid(uid: int) -> None:
         _uids_in_use.discard(uid)
 
 
+def _live_processes_of(uid: int) -> list[int]:
+    """Pids of ``uid``'s processes that can still run (zombies are dead already: only their parent can reap them)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            pids.append(int(entry))
+    return pids
+
+
 def _kill_user_processes(uid: int) -> int:
-    """SIGKILL every process of ``uid`` (only ever a sandbox's own user id); returns how many were found."""
+    """SIGKILL every live process of ``uid`` (only ever a sandbox's own user id); returns how many were found."""
     found = 0
     for _ in range(3):  # a fork between the scan and the kill is caught by the next pass
-        pids = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    if os.stat(f"/proc/{entry}").st_uid == uid:
-                        pids.append(int(entry))
-                except OSError:
-                    continue
+        pids = _live_processes_of(uid)
         if not pids:
             break
         found += len(pids)
@@ -158,7 +169,7 @@ def _kill_user_processes(uid: int) -> int:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        time.sleep(0.05)
+        time.sleep(0.02)
     return found
 
 
