@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from verl.data.tasks import arithmetic, calc_multiply, countdown
+from verl.data.tasks import arithmetic, calc_multiply, code_functions, countdown
 from verl.data.tasks.base import TaskParam, TaskSpec
 
 # ---- defaults (the one place) -------------------------------------------------------------
@@ -51,7 +51,9 @@ SAMPLE_STALL_DRAWS = 50_000
 BUILTIN_SCHEME = "builtin://"
 SPLITS = ("train", "test")
 
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (arithmetic.TASK, countdown.TASK, calc_multiply.TASK)}
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec for spec in (arithmetic.TASK, countdown.TASK, calc_multiply.TASK, code_functions.TASK)
+}
 
 __all__ = [
     "DEFAULT_SEED",
@@ -182,6 +184,8 @@ def problem_key(task: str, row: Mapping[str, Any]) -> str:
     if task in ("arithmetic", "calc_multiply"):
         question = row["extra_info"]["question"]
         return question.removeprefix("What is ").removesuffix("?").replace(" ", "")
+    if task == "code_functions":
+        return row["extra_info"]["question"]  # one question per problem
     raise ValueError(f"unknown task {task!r}; known tasks: {sorted(TASKS)}")
 
 

@@ -11,8 +11,8 @@ passes; ``continuous=True``: the fraction of the first ``max_cases`` cases that 
 :func:`verl.sandbox.testcases.run_test_cases`; the expected outputs never enter the sandbox.
 
 Registered in :mod:`verl.utils.reward_score` for the code data sources verl scores this way (``codecontests``,
-``apps``, ``codeforces``, ``taco``) and for the rows :mod:`verl.utils.data` converts (``humaneval``, ``mbpp``,
-``leetcode``).
+``apps``, ``codeforces``, ``taco``), for the rows :mod:`verl.utils.data` converts (``humaneval``, ``mbpp``,
+``leetcode``) and for the built-in code task (``code_functions``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from verl.sandbox.testcases import parse_test_cases, run_test_cases
 
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
 # verl scores these with prime_code; the rest are the other formats verl.utils.data converts
-CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco", "humaneval", "mbpp", "leetcode")
+CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco", "humaneval", "mbpp", "leetcode", "code_functions")
 
 
 def extract_code(completion: str) -> str:
