@@ -86,3 +86,19 @@ def test_zero_counts_are_errors_before_any_model_loads(tmp_path):
         cfg = load_config("sft_trainer", [*SMALL, f"trainer.default_local_dir={tmp_path}", bad])
         with pytest.raises(ConfigError, match=rf"{bad.split('=')[0]}=0: .* must be >= 1"):
             run_sft(cfg)
+
+
+def test_a_val_generation_budget_shorter_than_the_answers_is_named(capsys):
+    """Code answers (~60 tokens) against the default 32-token greedy budget: one warning with the number to set;
+    the arithmetic task's short answers fit and say nothing."""
+    from verl.trainer.main_sft import warn_short_val_generation
+    from verl.utils.dataset.parquet import read_parquet_rows
+    from verl.utils.model import load_tokenizer
+
+    tok = load_tokenizer("builtin://tiny-qwen2")
+    code = read_parquet_rows("builtin://code_functions/test?size=20")
+    longest = warn_short_val_generation(code, tok, "extra_info.answer", 32)
+    assert longest > 32 and f"trainer.val_generation_max_new_tokens={longest} or more" in capsys.readouterr().out
+    arithmetic = read_parquet_rows("builtin://arithmetic/test?size=20")
+    assert warn_short_val_generation(arithmetic, tok, "extra_info.answer", 32) <= 32
+    assert "WARNING" not in capsys.readouterr().out

@@ -99,6 +99,28 @@ def build_sft_datasets(config: DictConfig, tokenizer) -> tuple[torch.utils.data.
     )
 
 
+def warn_short_val_generation(rows: list, tokenizer, response_key: str, max_new_tokens: int) -> int:
+    """Warn when the held-out reference answers are longer than the greedy budget: val/acc would then count
+    answers cut short as wrong (a program of 60 tokens scored after 32). Returns the longest answer in tokens."""
+    from verl.utils.dataset.parquet import get_nested
+
+    longest = 0
+    for row in rows:
+        try:
+            answer = get_nested(row, response_key)
+        except (KeyError, ValueError):
+            continue
+        if isinstance(answer, str):
+            longest = max(longest, len(tokenizer(answer, add_special_tokens=False)["input_ids"]) + 1)
+    if longest > max_new_tokens:
+        print(
+            f"WARNING: the longest held-out reference answer ({response_key}) has {longest} tokens with its end token, "
+            f"more than trainer.val_generation_max_new_tokens={max_new_tokens}: val/acc counts answers cut short as "
+            f"wrong. Set trainer.val_generation_max_new_tokens={longest} or more."
+        )
+    return longest
+
+
 def run_sft(config: DictConfig) -> dict[str, Any]:
     """Train per ``config``; returns the final validation metrics and the checkpoint path."""
     check_sft_ported_keys(config)
@@ -133,6 +155,8 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     val_rows = read_parquet_rows(d.val_files)
     if config.trainer.val_max_samples > 0:
         val_rows = val_rows[: config.trainer.val_max_samples]
+    if not d.multiturn.enable:
+        warn_short_val_generation(val_rows, tokenizer, d.response_key, config.trainer.val_generation_max_new_tokens)
     generator = torch.Generator().manual_seed(config.trainer.seed)
     train_loader = torch.utils.data.DataLoader(
         train_ds,
