@@ -138,15 +138,24 @@ def _release_uid(uid: int) -> None:
         _uids_in_use.discard(uid)
 
 
+def _processes_of(uid: int) -> list[str]:
+    """The ``/proc`` entries of ``uid``'s processes (a process that exits meanwhile is left out)."""
+    entries = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    entries.append(entry)
+            except OSError:
+                continue
+    return entries
+
+
 def _live_processes_of(uid: int) -> list[int]:
     """Pids of ``uid``'s processes that can still run (zombies are dead already: only their parent can reap them)."""
     pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for entry in _processes_of(uid):
         try:
-            if os.stat(f"/proc/{entry}").st_uid != uid:
-                continue
             with open(f"/proc/{entry}/stat", "rb") as f:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except (OSError, IndexError):
@@ -260,13 +269,11 @@ def _limits(config: SandboxConfig, uid: int | None):
 
 def _user_task_count(uid: int) -> int:
     count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += len(os.listdir(f"/proc/{entry}/task"))
-            except OSError:
-                continue
+    for entry in _processes_of(uid):
+        try:
+            count += len(os.listdir(f"/proc/{entry}/task"))
+        except OSError:
+            continue
     return count
 
 

@@ -12,10 +12,8 @@ drives the same controller through it.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
-import threading
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -23,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-from verl.trainer.ppo.reward import reward_manager_class
+from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
@@ -54,20 +52,9 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
     kwargs: dict[str, Any] = {}
     for node in (config.reward_model.reward_kwargs, config.custom_reward_function.reward_kwargs):
         kwargs.update(OmegaConf.to_container(node, resolve=True))
-    fusion = config.reward_model.sandbox_fusion
-    if fusion.url:  # verl binds these to its default scorer; code data sources run their cases on that service
-        kwargs.update(
-            sandbox_fusion_url=fusion.url,
-            concurrent_semaphore=threading.Semaphore(fusion.max_concurrent),
-            memory_limit_mb=fusion.memory_limit_mb,
-        )
     manager_cls = reward_manager_class(config)
+    kwargs.update(manager_settings(config, manager_cls))
     common = dict(tokenizer=tokenizer, compute_score=compute_score, reward_fn_key=config.data.reward_fn_key, **kwargs)
-    accepted = inspect.signature(manager_cls.__init__).parameters
-    if "error_score" in accepted:
-        common["error_score"] = config.reward_model.error_score
-    if "num_workers" in accepted:
-        common["num_workers"] = config.reward_model.num_workers
     return manager_cls(num_examine=0, **common), manager_cls(num_examine=0, **common)
 
 

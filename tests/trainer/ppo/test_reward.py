@@ -83,3 +83,25 @@ def test_a_manager_without_return_dict_and_a_registered_one(tmp_path, tok):
         assert manager.compute_score("x", "y", "z") == 3.0  # the custom function with its kwargs bound
     finally:
         REWARD_MANAGER_REGISTRY.pop("test_ones", None)
+
+
+def test_both_ways_of_building_a_manager_take_the_same_settings():
+    """manager_settings is the one rule: load_reward_manager (verl's) and main_ppo's build_reward_fns pass
+    error_score, num_workers and, with a SandboxFusion URL, the scorer arguments verl binds."""
+    from verl.trainer.main_ppo import build_reward_fns
+    from verl.trainer.ppo.reward import load_reward_manager, manager_settings
+    from verl.utils.config import load_config
+    from verl.utils.model import load_tokenizer
+    from verl.workers.reward_manager import NaiveRewardManager
+
+    overrides = ["reward_model.num_workers=3", "reward_model.error_score=-1", "reward_model.sandbox_fusion.url=http://h/run_code",
+                 "reward_model.sandbox_fusion.max_concurrent=5", "reward_model.sandbox_fusion.memory_limit_mb=256"]  # fmt: skip
+    config = load_config("ppo_trainer", overrides)
+    settings = manager_settings(config, NaiveRewardManager)
+    assert settings["num_workers"] == 3 and settings["error_score"] == -1 and settings["memory_limit_mb"] == 256
+    assert settings["sandbox_fusion_url"] == "http://h/run_code" and settings["concurrent_semaphore"]._value == 5
+    tok = load_tokenizer("builtin://tiny-qwen2")
+    for manager in (load_reward_manager(config, tok, 0), build_reward_fns(config, tok)[0]):
+        assert manager.num_workers == 3 and manager.error_score == -1
+        assert manager.reward_kwargs["sandbox_fusion_url"] == "http://h/run_code"
+    assert "sandbox_fusion_url" not in manager_settings(load_config("ppo_trainer", []), NaiveRewardManager)

@@ -73,25 +73,38 @@ def reward_manager_class(config: Any) -> type:
     return get_reward_manager_cls(name or "naive")
 
 
+def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
+    """The config's settings a reward manager takes, one rule for both ways of building one: ``reward_model.error_score``
+    and ``num_workers`` when the class accepts them, and with ``reward_model.sandbox_fusion.url`` set the scorer
+    arguments verl binds to its default scorer (``sandbox_fusion_url``, a ``concurrent_semaphore`` of
+    ``max_concurrent``, ``memory_limit_mb``: code data sources then run their cases on that service)."""
+    section = config.get("reward_model") or {}
+    accepted = inspect.signature(manager_cls.__init__).parameters
+    settings = {key: section.get(key) for key in ("error_score", "num_workers") if key in accepted}
+    settings = {key: value for key, value in settings.items() if value is not None}
+    fusion = section.get("sandbox_fusion") or {}
+    if fusion.get("url"):
+        import threading
+
+        settings.update(
+            sandbox_fusion_url=fusion["url"],
+            concurrent_semaphore=threading.Semaphore(fusion.get("max_concurrent", 64)),
+            memory_limit_mb=fusion.get("memory_limit_mb", 1024),
+        )
+    return settings
+
+
 def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_kwargs: Any) -> Any:
     """The reward manager a config asks for (verl's function): its class by `reward_manager_class`, its scoring
     function the custom one (`get_custom_reward_fn`) or the default scorer, ``reward_fn_key`` from ``data`` and
-    ``reward_kwargs`` passed to the manager. ``reward_model.error_score`` and ``num_workers`` reach managers that take
-    them."""
+    ``reward_kwargs`` passed to the manager, with `manager_settings` where ``reward_kwargs`` does not set them."""
     cls = reward_manager_class(config)
     compute_score = get_custom_reward_fn(config)
     if compute_score is None:
         from verl.utils.reward_score import default_compute_score
 
         compute_score = default_compute_score
-    kwargs = dict(reward_kwargs)
-    error_score = (config.get("reward_model") or {}).get("error_score")
-    accepted = inspect.signature(cls.__init__).parameters
-    if error_score is not None and "error_score" in accepted:
-        kwargs.setdefault("error_score", error_score)
-    num_workers = (config.get("reward_model") or {}).get("num_workers")
-    if num_workers is not None and "num_workers" in accepted:
-        kwargs.setdefault("num_workers", num_workers)
+    kwargs = {**manager_settings(config, cls), **reward_kwargs}
     return cls(
         tokenizer=tokenizer,
         num_examine=num_examine,

@@ -65,9 +65,12 @@ def compute_reward(
 ) -> float:
     """``syntax_weight * check_syntax(code) + logic_weight * evaluate_logic(execution_result)``, or
     ``syntax_penalty`` for a program that does not parse when it is set."""
-    syntax = check_syntax(code)
-    if syntax == 0.0 and syntax_penalty is not None:
-        return float(syntax_penalty)
+    return _weighted(check_syntax(code), execution_result, syntax_weight, logic_weight, syntax_penalty)
+
+
+def _weighted(syntax: float, execution_result: Any, syntax_weight: float, logic_weight: float, penalty: float | None):
+    if syntax == 0.0 and penalty is not None:
+        return float(penalty)
     return syntax_weight * syntax + logic_weight * evaluate_logic(execution_result)
 
 
@@ -83,9 +86,7 @@ def compute_score(
 ) -> dict[str, Any]:
     """The trainer-facing reward function (verl's custom reward signature); see the module docstring."""
     code = extract_code(solution_str)
-    if check_syntax(code) == 0.0:
-        run = TestRun()
-    else:
-        run = run_test_cases(code, parse_test_cases(ground_truth), case_timeout_s=case_timeout_s)
-    reward = compute_reward(code, run, syntax_weight, logic_weight, syntax_penalty)
-    return {"score": reward, "syntax": check_syntax(code), "logic": run.pass_rate, "pass_rate": run.pass_rate}
+    syntax = check_syntax(code)
+    run = run_test_cases(code, parse_test_cases(ground_truth), case_timeout_s=case_timeout_s) if syntax else TestRun()
+    reward = _weighted(syntax, run, syntax_weight, logic_weight, syntax_penalty)
+    return {"score": reward, "syntax": syntax, "logic": run.pass_rate, "pass_rate": run.pass_rate}

@@ -34,6 +34,11 @@ def extract_code(completion: str) -> str:
     return blocks[-1] if blocks else (completion or "")
 
 
+def first_cases(cases: dict[str, Any], n: int) -> dict[str, Any]:
+    """Parsed test cases cut to their first ``n``."""
+    return {**cases, "inputs": cases["inputs"][:n], "outputs": cases["outputs"][:n]}
+
+
 def compute_score(
     completion: str,
     test_cases: str | dict[str, Any],
@@ -45,7 +50,7 @@ def compute_score(
     """verl's ``prime_code.compute_score``: ``(all passed or fraction passed, per-case metadata)``."""
     cases = parse_test_cases(test_cases)
     if continuous:  # a fraction over the first max_cases, as verl does, so a problem with 500 cases stays cheap
-        cases = {**cases, "inputs": cases["inputs"][:max_cases], "outputs": cases["outputs"][:max_cases]}
+        cases = first_cases(cases, max_cases)
     run = run_test_cases(
         extract_code(completion), cases, case_timeout_s=timeout, stop_on_failure=not continuous, config=config
     )
@@ -81,8 +86,7 @@ def score_code_sample(
         )  # fmt: skip
         syntax = any(m["status"] == "runtime_error" and "SyntaxError" in m["stderr"] for m in meta)
         return {"score": float(fraction), "all_passed": float(fraction == 1.0), "compile_error": float(syntax)}
-    cases = parse_test_cases(ground_truth)
-    cases = {**cases, "inputs": cases["inputs"][:max_cases], "outputs": cases["outputs"][:max_cases]}
+    cases = first_cases(parse_test_cases(ground_truth), max_cases)
     run = run_test_cases(
         extract_code(solution_str), cases, case_timeout_s=case_timeout_s, sample_timeout_s=sample_timeout_s
     )

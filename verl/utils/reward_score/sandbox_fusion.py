@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from verl.sandbox.testcases import parse_test_cases, return_matches, stdout_matches
-from verl.utils.reward_score.prime_code import extract_code
+from verl.utils.reward_score.prime_code import extract_code, first_cases
 
 RETRIES = 3
 # appended to a function-call program: arguments as one JSON list on stdin, the value printed as JSON
@@ -101,9 +101,9 @@ def compute_score(
     """verl's ``sandbox_fusion.compute_score``: ``(all passed, or the fraction of the first max_cases passed,
     per-case metadata)``."""
     cases = parse_test_cases(test_cases)
-    inputs, outputs, fn = cases["inputs"], cases["outputs"], cases["fn_name"]
     if continuous:
-        inputs, outputs = inputs[:max_cases], outputs[:max_cases]
+        cases = first_cases(cases, max_cases)
+    inputs, outputs, fn = cases["inputs"], cases["outputs"], cases["fn_name"]
     program = extract_code(completion)
     if fn is not None:
         program += _CALL_WRAPPER.format(fn=fn)
