@@ -56,12 +56,32 @@ def test_a_loop_costs_one_case_timeout_and_stop_on_failure_skips_the_rest():
         # patch the harness's own output: the host only trusts the report line, and compares itself
         "import json, sys\nprint(sys.argv[-1] + json.dumps({'results': [{'timeout': False, 'exit': 0, "
         "'stdout': '3', 'stderr': '', 'ret': None, 'seconds': 0}] * 3}))",
+        # write a forged or malformed report into the harness's own stdout (/proc refuses it), then kill the harness
+        "import os, sys\nopen(f'/proc/{os.getppid()}/fd/1', 'w').write(sys.argv[-1] + '{not json\\n')\n"
+        "os.kill(os.getppid(), 9)",
+        "import os, sys\nopen(f'/proc/{os.getppid()}/fd/1', 'w').write(sys.argv[-1] + '{\"results\": [1]}\\n')\n"
+        "os.kill(os.getppid(), 9)",
         # an object equal to everything
         "class Liar(int):\n    def __eq__(self, other):\n        return True\nprint(Liar(0))",
     ],
 )
 def test_cheats_do_not_pass(cheat):
     assert not run_test_cases(cheat, SUM).all_passed
+
+
+def test_large_outputs_fit_the_report_and_a_cut_report_fails_cases_without_raising():
+    """Each case keeps up to max_output_bytes; the report of all cases fits the run's cap (once, 5 x 400 KB cut the
+    report and the host raised on its JSON). A report cut anyway (a kill mid-print) counts as no report."""
+    from verl.sandbox import SandboxConfig
+    from verl.sandbox.testcases import _parse_report
+
+    cases = {"inputs": ["1 2\n"] * 5, "outputs": ["3"] * 5}
+    big = run_test_cases("print('x' * 400_000)", cases)
+    assert statuses(big) == ["failed"] * 5 and len(big.cases[0].stdout) == 400_001
+    capped = run_test_cases("print('3' + ' ' * 5000)", cases, config=SandboxConfig(max_output_bytes=1000))
+    assert statuses(capped) == ["passed"] * 5 and len(capped.cases[0].stdout) == 1000  # trailing spaces ignored
+    assert _parse_report('{"results": [{"timeout": false, "exit": 0, "stdout": "xx') == {}
+    assert _parse_report('{"results": [1]}') == {} and _parse_report(None) == {}
 
 
 def test_return_value_cheats_do_not_pass():

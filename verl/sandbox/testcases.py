@@ -110,7 +110,7 @@ for i, inp in enumerate(cases["inputs"]):
                     "seconds": round(time.monotonic() - start, 4)})
     if cases["stop_on_failure"] and (timed_out or code_ != 0):
         break
-print(sys.argv[1] + json.dumps({"results": results}), flush=True)
+print(sys.argv[1] + json.dumps({"results": results}, ensure_ascii=False), flush=True)
 """
 
 CASE_STATUSES = ("passed", "failed", "timeout", "runtime_error", "compile_error", "not_run", "sandbox_error")
@@ -216,6 +216,25 @@ def return_matches(got_json: str, want: Any) -> bool:
     return isinstance(want, list) and len(want) == 1 and got == want[0]
 
 
+_RESULT_KEYS = {"timeout", "exit", "stdout", "stderr", "ret", "seconds"}
+
+
+def _parse_report(text: str | None) -> dict[str, Any]:
+    """The harness's report, or {} when it is missing or malformed (the program may have killed the harness and
+    printed a line of its own: that must cost it the cases, not raise here)."""
+    try:
+        payload = json.loads(text) if text else {}
+    except json.JSONDecodeError:
+        return {}
+    if not isinstance(payload, dict):
+        return {}
+    if "compile_error" in payload:
+        return payload if isinstance(payload["compile_error"], str) else {}
+    results = payload.get("results")
+    ok = isinstance(results, list) and all(isinstance(r, dict) and _RESULT_KEYS <= set(r) for r in results)
+    return payload if ok else {}
+
+
 def run_test_cases(
     code: str,
     test_cases: str | dict[str, Any],
@@ -232,20 +251,32 @@ def run_test_cases(
     cases = parse_test_cases(test_cases)
     config = config or SandboxConfig()
     budget = sample_timeout_s or case_timeout_s * len(cases["inputs"]) + 2.0
-    config = SandboxConfig(**{**config.__dict__, "wall_timeout_s": budget, "cpu_time_s": max(1, int(budget) + 1)})
+    # each case keeps up to max_output_bytes of stdout and of its return value; the harness's report carries them all,
+    # so the run's own cap leaves room for every case (a cut report would lose every case)
+    case_cap = config.max_output_bytes
+    report_cap = case_cap * (2 * len(cases["inputs"]) + 1) + 65536
+    config = SandboxConfig(
+        **{
+            **config.__dict__,
+            "wall_timeout_s": budget,
+            "cpu_time_s": max(1, int(budget) + 1),
+            "max_output_bytes": report_cap,
+        }
+    )
     nonce = uuid.uuid4().hex
     spec = {
         "inputs": cases["inputs"],
         "fn_name": cases["fn_name"],
         "case_timeout_s": case_timeout_s,
-        "max_case_output": config.max_output_bytes,
+        "max_case_output": case_cap,
         "stop_on_failure": stop_on_failure,
     }
     files = {"main.py": code, "_harness.py": _HARNESS, "cases.json": json.dumps(spec)}
     returncode, out, err, reason, wall, _ = run_files(files, "_harness.py", [nonce], None, config)
     run = TestRun(sandbox_status=reason or "ok", wall_s=wall)
     report = next((line[len(nonce) :] for line in reversed(out.splitlines()) if line.startswith(nonce)), None)
-    payload = json.loads(report) if report else {}
+    payload = _parse_report(report)
+    report = report if payload else None
     if "compile_error" in payload:
         run.compile_error = payload["compile_error"]
         run.cases = [CaseResult("compile_error", stderr=payload["compile_error"]) for _ in cases["inputs"]]
