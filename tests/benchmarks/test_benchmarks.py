@@ -222,5 +222,7 @@ def test_code_reward_throughput_scores_right_and_a_looping_program_costs_its_tim
         ["--samples", "10", "--workers", "1,2", "--sample-timeout", "1.0", "--json", str(tmp_path / "r.json")]
     )
     assert [r["workers"] for r in rows] == [1, 2] and all(r["scores_right"] for r in rows)
-    assert all(0.9 <= r["loop_program_s"] < 2.0 for r in rows)  # its sample timeout, not 5 cases x 1 s
+    assert all(0.9 <= r["loop_program_s"] < 2.0 and r["ratio_to_bound"] < 1 for r in rows)  # not 5 cases x 1 s
     assert json.loads((tmp_path / "r.json").read_text())[0]["samples"] == 10
+    grouped = bench.main(["--samples", "10", "--workers", "2", "--group", "5", "--sample-timeout", "1.0"])
+    assert grouped[0]["group"] == 5 and grouped[0]["scores_right"]

@@ -248,7 +248,38 @@ def bwrap_status(python: str | None = None) -> str | None:
 # ---------------------------------------------------------------- one run
 
 
+def _nproc_limit(config: SandboxConfig, uid: int | None) -> int:
+    # the limit counts every task of the user id: a sandbox uid has none yet, this user has its own already
+    return config.max_processes + (0 if uid is not None else _user_task_count(os.getuid()))
+
+
+def _limit_command(config: SandboxConfig, uid: int | None) -> list[str] | None:
+    """``prlimit ... -- [setpriv ... --]``: the run's resource limits and user id, applied by two small programs
+    between the host and the sandbox, so the host starts the run with ``vfork`` (cheap at any size). A
+    ``preexec_fn`` would instead make Python ``fork`` the trainer: page tables of gigabytes copied per run, measured
+    at 117 ms per start in a 3 GB process against 0.7 ms. None when util-linux's tools are missing."""
+    prlimit, setpriv = shutil.which("prlimit"), shutil.which("setpriv")
+    if prlimit is None or (uid is not None and setpriv is None):
+        return None
+    mb, cpu, nproc = 1024 * 1024, config.cpu_time_s, _nproc_limit(config, uid)
+    argv = [
+        prlimit,
+        f"--cpu={cpu}:{cpu + 1}",
+        f"--as={config.memory_limit_mb * mb}",
+        f"--fsize={config.max_file_size_mb * mb}",
+        f"--nofile={config.max_open_files}",
+        "--core=0",
+        f"--nproc={nproc}",
+        "--",
+    ]
+    if uid is not None:
+        argv += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    return argv
+
+
 def _limits(config: SandboxConfig, uid: int | None):
+    """The same limits as a ``preexec_fn`` (where util-linux's ``prlimit`` / ``setpriv`` are missing)."""
+
     def apply() -> None:  # in the child, before exec: async-signal-safe calls only
         mb = 1024 * 1024
         resource.setrlimit(resource.RLIMIT_CPU, (config.cpu_time_s, config.cpu_time_s + 1))
@@ -262,8 +293,7 @@ def _limits(config: SandboxConfig, uid: int | None):
             os.setuid(uid)
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
-    # the limit counts every task of the user id: a sandbox uid has none yet, this user has its own already
-    nproc = config.max_processes + (0 if uid is not None else _user_task_count(os.getuid()))
+    nproc = _nproc_limit(config, uid)
     return apply
 
 
@@ -366,7 +396,9 @@ def run_files(
         if uid is not None:
             for name in ["", *files]:
                 os.chown(os.path.join(workdir, name), uid, uid)
-        argv = _bwrap_command(python, workdir, config.extra_ro_binds) if isolation == "bwrap" else []
+        limit_command = _limit_command(config, uid)
+        argv = list(limit_command or [])
+        argv += _bwrap_command(python, workdir, config.extra_ro_binds) if isolation == "bwrap" else []
         argv += [python, "-I", "-B", entry, *args]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8"}
         try:
@@ -378,7 +410,7 @@ def run_files(
                 cwd=workdir,
                 env=env,
                 start_new_session=True,  # its own process group: the host kills the group
-                preexec_fn=_limits(config, uid),
+                preexec_fn=None if limit_command else _limits(config, uid),
                 close_fds=True,
             )
         except OSError as e:
@@ -409,6 +441,12 @@ def _feed(proc: subprocess.Popen, stdin: str | None) -> None:
 
 
 _warned = False
+
+
+def resolve_isolation(config: SandboxConfig) -> str:
+    """What will isolate a run under ``config``: "bwrap" or "rlimit" (warns once, or raises
+    ``SandboxUnavailable`` for ``isolation="bwrap"``, when bubblewrap cannot start)."""
+    return _choose_isolation(config, config.python or default_python())
 
 
 def _choose_isolation(config: SandboxConfig, python: str) -> str:

@@ -144,3 +144,35 @@ def test_num_workers_scores_in_threads_with_the_same_results_in_order(tok):
     assert parallel[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0, -1.0, 1.0]
     with pytest.raises(ValueError, match="num_workers must be >= 1"):
         NaiveRewardManager(tok, compute_score=score, num_workers=0)
+
+
+def test_a_prompts_code_samples_are_judged_together_with_the_scores_of_one_by_one(tok, monkeypatch):
+    """The default scorer sends the responses that share a code data source and ground truth (a prompt's rollout.n
+    samples) to the group scorer: one sandbox run per prompt, the same scores as one call per response."""
+    from verl.sandbox import bwrap_status
+    from verl.utils.reward_score import default_compute_score, prime_code
+
+    if bwrap_status() is not None:
+        pytest.skip(f"no bubblewrap here: {bwrap_status()}")
+    runs = []
+    real = prime_code.run_test_cases_many
+
+    def counting(codes, *args, **kwargs):  # the real judge, counted
+        runs.append(len(codes))
+        return real(codes, *args, **kwargs)
+
+    monkeypatch.setattr(prime_code, "run_test_cases_many", counting)
+    plus_one = '{"fn_name": "f", "inputs": [[1], [2]], "outputs": [2, 3]}'
+    double = '{"fn_name": "f", "inputs": [[1], [2]], "outputs": [2, 4]}'
+    texts = ["def f(x):\n    return x + 1", "def f(x):\n    return 2 * x", "def f(:"] * 2
+    truths = [plus_one, double, plus_one, double, plus_one, double]
+    nt = {"data_source": np.array(["code_functions"] * 6, dtype=object),
+          "reward_model": np.array([{"ground_truth": g} for g in truths], dtype=object)}  # fmt: skip
+    batch = _batch(tok, texts, [60] * 6, nt)
+    grouped = NaiveRewardManager(tok, num_workers=2)(batch, return_dict=True)
+    assert sorted(runs) == [3, 3]  # two prompts, three samples each
+    one_by_one = NaiveRewardManager(tok, compute_score=lambda *a, **k: default_compute_score(*a, **k))(batch)
+    assert runs[2:] == [1] * 6  # one call per response
+    assert torch.equal(grouped["reward_tensor"], one_by_one)
+    assert grouped["reward_tensor"].sum(-1).tolist() == [1.0, 1.0, 0.0, 0.5, 0.5, 0.0]
+    assert grouped["reward_extra_info"]["compile_error"] == [0.0, 0.0, 1.0, 0.0, 0.0, 1.0]

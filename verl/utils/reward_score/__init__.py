@@ -52,7 +52,10 @@ from verl.utils.reward_score import math as boxed_math
 __all__ = [
     "Scorer",
     "default_compute_score",
+    "default_compute_score_group",
     "get_scorer",
+    "has_group_scorer",
+    "register_group_scorer",
     "register_scorer",
     "register_scorer_prefix",
     "registered_data_sources",
@@ -63,6 +66,8 @@ Scorer = Callable[..., "float | dict[str, Any]"]
 
 # data_source -> (scorer, names of keyword arguments it accepts, or None for "any")
 _REGISTRY: dict[str, tuple[Scorer, frozenset[str] | None]] = {}
+# data_source -> (group scorer, accepted keyword names): several responses sharing one ground truth in one call
+_GROUP_REGISTRY: dict[str, tuple[Callable[..., list], frozenset[str] | None]] = {}
 # data_source prefixes (verl scores every "aime..." source alike), tried after the exact names, in order
 _PREFIXES: list[tuple[str, Scorer, frozenset[str] | None]] = []
 
@@ -113,6 +118,7 @@ def register_scorer(
         entry = (func, _accepted_kwargs(func))
         for name in names:
             _REGISTRY[name] = entry
+            _GROUP_REGISTRY.pop(name, None)  # a group scorer belongs to the scorer it was registered with
         return func
 
     return decorator if fn is None else decorator(fn)
@@ -120,6 +126,7 @@ def register_scorer(
 
 def unregister_scorer(data_source: str) -> Scorer:
     """Remove and return the scorer registered for ``data_source`` (``KeyError`` if none)."""
+    _GROUP_REGISTRY.pop(data_source, None)
     return _REGISTRY.pop(data_source)[0]
 
 
@@ -127,6 +134,50 @@ def register_scorer_prefix(prefix: str, fn: Scorer) -> Scorer:
     """Score every ``data_source`` starting with ``prefix`` (and with no exact registration) with ``fn``."""
     _PREFIXES.append((prefix, fn, _accepted_kwargs(fn)))
     return fn
+
+
+def register_group_scorer(data_source: str | Iterable[str], fn: Callable[..., list]) -> Callable[..., list]:
+    """Register a scorer of several responses to the same problem at once, ``fn(solution_strs, ground_truth,
+    extra_infos=None, **kwargs) -> [score or dict, ...]`` (one per response, in order), next to the data source's
+    one-response scorer. The reward manager calls it for the responses of a batch that share a data source and a
+    ground truth (the ``rollout.n`` samples of a prompt) when it scores with the default scorer: the test-case
+    scorer of the code data sources judges them in one sandbox run instead of one run each."""
+    if not callable(fn):
+        raise TypeError(f"group scorer for {data_source!r} must be callable, got {fn!r}")
+    for name in _as_names(data_source):
+        if name not in _REGISTRY:
+            raise ValueError(f"register the one-response scorer of {name!r} first (register_scorer)")
+        _GROUP_REGISTRY[name] = (fn, _accepted_kwargs(fn))
+    return fn
+
+
+def has_group_scorer(data_source: Any) -> bool:
+    """Whether ``data_source`` has a group scorer (:func:`register_group_scorer`)."""
+    return isinstance(data_source, str) and data_source in _GROUP_REGISTRY
+
+
+def default_compute_score_group(
+    data_source: str,
+    solution_strs: list[str],
+    ground_truth: Any,
+    extra_infos: list[dict[str, Any] | None] | None = None,
+    **kwargs: Any,
+) -> list[float | dict[str, Any]] | None:
+    """:func:`default_compute_score` of several responses sharing ``data_source`` and ``ground_truth``, in one call
+    to the data source's group scorer; None when it has none (then score them one by one)."""
+    entry = _GROUP_REGISTRY.get(data_source) if isinstance(data_source, str) else None
+    if entry is None:
+        return None
+    fn, accepted = entry
+    call_kwargs = {"extra_infos": extra_infos, **kwargs}
+    if accepted is not None:
+        call_kwargs = {k: v for k, v in call_kwargs.items() if k in accepted}
+    results = list(fn(solution_strs, ground_truth, **call_kwargs))
+    if len(results) != len(solution_strs):
+        raise ValueError(
+            f"the group scorer of {data_source!r} returned {len(results)} results for {len(solution_strs)}"
+        )
+    return results
 
 
 def registered_data_sources() -> list[str]:
@@ -209,3 +260,4 @@ register_scorer(
 register_scorer(("math_dapo", "math", "math_dapo_reasoning"), math_dapo.compute_score)
 register_scorer_prefix("aime", math_dapo.compute_score)
 register_scorer(prime_code.CODE_DATA_SOURCES, prime_code.score_code_sample)
+register_group_scorer(prime_code.CODE_DATA_SOURCES, prime_code.score_code_samples)

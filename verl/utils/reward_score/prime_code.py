@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from verl.sandbox import SandboxConfig
-from verl.sandbox.testcases import parse_test_cases, run_test_cases
+from verl.sandbox.testcases import TestRun, parse_test_cases, run_test_cases, run_test_cases_many
 
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
 # verl scores these with prime_code; the rest are the other formats verl.utils.data converts
@@ -77,19 +77,51 @@ def score_code_sample(
     ``reward_model.reward_kwargs`` keys; ``sample_timeout_s`` (default: the cases' added up) bounds one program.
     With ``sandbox_fusion_url`` (``reward_model.sandbox_fusion.url``) the cases run on that SandboxFusion service
     instead of the local sandbox, as verl does."""
-    if sandbox_fusion_url:
+    return score_code_samples(
+        [solution_str], ground_truth, [extra_info], case_timeout_s, sample_timeout_s, max_cases,
+        sandbox_fusion_url, concurrent_semaphore, memory_limit_mb,
+    )[0]  # fmt: skip
+
+
+def score_code_samples(
+    solution_strs: list[str],
+    ground_truth: Any,
+    extra_infos: list[dict | None] | None = None,
+    case_timeout_s: float = 5.0,
+    sample_timeout_s: float | None = None,
+    max_cases: int = 10,
+    sandbox_fusion_url: str | None = None,
+    concurrent_semaphore: Any = None,
+    memory_limit_mb: int = 1024,
+) -> list[dict[str, Any]]:
+    """:func:`score_code_sample` of several responses to one problem (the same ``ground_truth``: the ``rollout.n``
+    samples of a prompt), judged in one sandbox run (:func:`verl.sandbox.testcases.run_test_cases_many`), which
+    pays the sandbox's start-up once instead of per response. The reward manager groups a batch this way."""
+    if sandbox_fusion_url:  # the service runs every case as its own request anyway
         from verl.utils.reward_score import sandbox_fusion
 
-        fraction, meta = sandbox_fusion.compute_score(
-            sandbox_fusion_url, concurrent_semaphore, memory_limit_mb, solution_str, ground_truth,
-            continuous=True, timeout=case_timeout_s, max_cases=max_cases,
-        )  # fmt: skip
-        syntax = any(m["status"] == "runtime_error" and "SyntaxError" in m["stderr"] for m in meta)
-        return {"score": float(fraction), "all_passed": float(fraction == 1.0), "compile_error": float(syntax)}
+        scores = []
+        for text in solution_strs:
+            fraction, meta = sandbox_fusion.compute_score(
+                sandbox_fusion_url, concurrent_semaphore, memory_limit_mb, text, ground_truth,
+                continuous=True, timeout=case_timeout_s, max_cases=max_cases,
+            )  # fmt: skip
+            syntax = any(m["status"] == "runtime_error" and "SyntaxError" in m["stderr"] for m in meta)
+            scores.append(
+                {"score": float(fraction), "all_passed": float(fraction == 1.0), "compile_error": float(syntax)}
+            )
+        return scores
     cases = first_cases(parse_test_cases(ground_truth), max_cases)
-    run = run_test_cases(
-        extract_code(solution_str), cases, case_timeout_s=case_timeout_s, sample_timeout_s=sample_timeout_s
+    runs = run_test_cases_many(
+        [extract_code(t) for t in solution_strs],
+        cases,
+        case_timeout_s=case_timeout_s,
+        sample_timeout_s=sample_timeout_s,
     )
+    return [_sample_score(run) for run in runs]
+
+
+def _sample_score(run: TestRun) -> dict[str, Any]:
     return {
         "score": run.pass_rate,
         "all_passed": float(run.all_passed),

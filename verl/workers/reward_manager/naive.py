@@ -52,6 +52,14 @@ def load_custom_reward_function(path: str | None, name: str = "compute_score") -
     return getattr(module, name)
 
 
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
 @register("naive")
 class NaiveRewardManager(AbstractRewardManager):
     """Score each response with ``compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)``.
@@ -95,18 +103,58 @@ class NaiveRewardManager(AbstractRewardManager):
 
     def _score_all(self, texts: list[str], answers: list[tuple]) -> list[tuple[float, dict, bool]]:
         """One guarded scoring call per response, in ``num_workers`` threads when > 1 (a scorer that waits on a
-        sandbox process or a server overlaps its waits; results keep the batch's order)."""
+        sandbox process or a server overlaps its waits; results keep the batch's order). With the default scorer,
+        the responses that share a data source and a ground truth (a prompt's ``rollout.n`` samples) go to the data
+        source's group scorer in one call when it has one (the code sources: one sandbox run per prompt)."""
+        results: list[tuple[float, dict, bool] | None] = [None] * len(texts)
 
-        def one(i: int) -> tuple[float, dict, bool]:
+        def one(i: int) -> None:
             source, truth, extra = answers[i]
-            return self.guard.call(self.compute_score, source, texts[i], truth, extra, **self.reward_kwargs)
+            results[i] = self.guard.call(self.compute_score, source, texts[i], truth, extra, **self.reward_kwargs)
 
-        if self.num_workers == 1 or len(texts) < 2:
-            return [one(i) for i in range(len(texts))]
-        from concurrent.futures import ThreadPoolExecutor
+        def group(members: list[int]) -> None:
+            from verl.utils.reward_score import default_compute_score_group
 
-        with ThreadPoolExecutor(max_workers=min(self.num_workers, len(texts))) as pool:
-            return list(pool.map(one, range(len(texts))))
+            source, truth, _ = answers[members[0]]
+            extras = [answers[i][2] for i in members]
+            try:
+                scored = default_compute_score_group(
+                    source, [texts[i] for i in members], truth, extras, **self.reward_kwargs
+                )
+            except Exception as e:  # as for one sample: the group's samples fail, the run goes on
+                failed = self.guard.fail(f"{type(e).__name__}: {e}")
+                for i in members:
+                    results[i] = failed
+                return
+            for i, result in zip(members, scored):
+                results[i] = self.guard.convert(result)
+
+        groups = self._groups(answers)
+        tasks = [lambda members=members: group(members) for members in groups]
+        grouped = {i for members in groups for i in members}
+        tasks += [lambda i=i: one(i) for i in range(len(texts)) if i not in grouped]
+        if self.num_workers == 1 or len(tasks) < 2:
+            for task in tasks:
+                task()
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(self.num_workers, len(tasks))) as pool:
+                list(pool.map(lambda task: task(), tasks))
+        return results  # type: ignore[return-value]
+
+    def _groups(self, answers: list[tuple]) -> list[list[int]]:
+        """Indices of the responses to score together: two or more with the same data source and ground truth,
+        whose data source has a group scorer (only with the default scorer: a custom function scores one by one)."""
+        from verl.utils.reward_score import has_group_scorer
+
+        if self.compute_score is not self._default_compute_score:
+            return []
+        by_key: dict[tuple, list[int]] = defaultdict(list)
+        for i, (source, truth, _) in enumerate(answers):
+            if has_group_scorer(source):
+                by_key[(source, _hashable(truth))].append(i)
+        return [members for members in by_key.values() if len(members) > 1]
 
     def __call__(self, data: DataProto, return_dict: bool = False):
         precomputed = self._extract_reward_from_rm_scores(data, return_dict)
