@@ -130,7 +130,7 @@ def run_ppo(config: DictConfig, callbacks: list | None = None, **build_kwargs: A
     try:
         result = trainer.fit()
     except WorkerGroupError as e:
-        raise WorkerGroupError(f"{e}. {trainer.resume_hint()}") from e
+        raise WorkerGroupError(f"{e}. {trainer.checkpoints.resume_hint()}") from e
     finally:
         trainer.shutdown()
     result["prompts_filtered"] = trainer.train_dataset.num_filtered

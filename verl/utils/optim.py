@@ -34,3 +34,15 @@ def build_adamw(
     else:
         raise ValueError(f"unknown learning-rate schedule {schedule!r}: use one of {SCHEDULES}")
     return optimizer, scheduler
+
+
+def scale_lr_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, scale: float) -> None:
+    """Make ``scheduler`` (a `build_adamw` schedule) run at ``scale`` times its configured peak learning rate from
+    now on, keeping its step (warmup and decay go on where they are): the collapse guard's rollback. ``scale`` is
+    against the configured rate, not the current one, so calling it twice with the same value changes nothing."""
+    if not hasattr(scheduler, "configured_base_lrs"):
+        scheduler.configured_base_lrs = [group["initial_lr"] for group in scheduler.optimizer.param_groups]
+    scheduler.base_lrs = [base * scale for base in scheduler.configured_base_lrs]
+    for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        group["lr"] = base * factor(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]  # what get_last_lr() reports

@@ -163,7 +163,6 @@ WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
     (f"{ARR}.rollout.skip_rollout", (False,), "every step samples its own responses (dumped rollouts are not read)"),
     (f"{ARR}.rollout.quantization", (None,), "the sampler runs the actor's weights in rollout.dtype (not quantized)"),
     (f"{ARR}.nccl_timeout", (600,), "set ray_init.dist_timeout_s: it is the collective timeout of the workers here"),
-    ("reward_model.launch_reward_fn_async", (False,), "the reward function runs in the step (same scores)"),
     ("transfer_queue.enable", (False,), "batches travel between roles as DataProto (the same data)"),
     ("trainer.default_hdfs_dir", (None,), "no HDFS copy is made: checkpoints stay in trainer.default_local_dir"),
     ("trainer.profile_steps", (None,), _NO_PROFILING),

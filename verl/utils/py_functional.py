@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["temp_env_var"]
 
@@ -22,3 +23,8 @@ def temp_env_var(key: str, value: str) -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = old
+
+
+def value_or(value: Any, make: Callable[[], Any]) -> Any:
+    """``value``, or ``make()`` when it is None (an empty dataset is still a given one)."""
+    return value if value is not None else make()

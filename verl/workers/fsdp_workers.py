@@ -34,7 +34,7 @@ from verl.utils.fsdp_utils import (
     save_dcp,
 )
 from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
-from verl.utils.optim import build_adamw
+from verl.utils.optim import build_adamw, scale_lr_schedule
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RefConfig, RewardModelConfig, RolloutConfig
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
@@ -341,6 +341,11 @@ class ActorRolloutRefWorker(Worker):
         self.rollout.set_rng_state(extra["rollout_rng"])
         self._weights_stale = self._engine_owns_weights
 
+    @register(Dispatch.ONE_TO_ALL)
+    def scale_lr(self, scale: float) -> None:
+        """The actor's learning rate at ``scale`` x its configured schedule from now on (the collapse rollback)."""
+        scale_lr_schedule(self.actor_lr_scheduler, scale)
+
 
 class CriticWorker(Worker):
     def __init__(self, config, total_training_steps: int = 1, seed: int = 0):
@@ -424,6 +429,11 @@ class CriticWorker(Worker):
         extra = _load_extra(local_path)
         load_dcp(os.path.join(local_path, "dcp"), self.critic_module, self.critic_optimizer)
         self.critic_lr_scheduler.load_state_dict(extra["lr_scheduler"])
+
+    @register(Dispatch.ONE_TO_ALL)
+    def scale_lr(self, scale: float) -> None:
+        """The critic's learning rate at ``scale`` x its configured schedule from now on (the collapse rollback)."""
+        scale_lr_schedule(self.critic_lr_scheduler, scale)
 
 
 class RewardModelWorker(Worker):

@@ -105,3 +105,29 @@ def test_both_ways_of_building_a_manager_take_the_same_settings():
         assert manager.num_workers == 3 and manager.error_score == -1
         assert manager.reward_kwargs["sandbox_fusion_url"] == "http://h/run_code"
     assert "sandbox_fusion_url" not in manager_settings(load_config("ppo_trainer", []), NaiveRewardManager)
+
+
+def test_newer_verls_reward_section_spells_the_same_settings():
+    """reward.sandbox_fusion.* and reward.num_workers (newer verl) mean reward_model's keys; both set differently is
+    one error naming the two keys."""
+    from verl.trainer.ppo.reward import manager_settings
+    from verl.utils.config import load_config
+    from verl.workers.reward_manager import NaiveRewardManager
+
+    newer = [
+        "reward.num_workers=3",
+        "reward.sandbox_fusion.url=http://h/run_code",
+        "reward.sandbox_fusion.max_concurrent=5",
+    ]
+    older = [k.replace("reward.", "reward_model.", 1) for k in newer]
+    a, b = (manager_settings(load_config("ppo_trainer", o), NaiveRewardManager) for o in (newer, older))
+    for settings in (a, b):
+        assert settings["num_workers"] == 3 and settings["sandbox_fusion_url"] == "http://h/run_code"
+        assert settings["concurrent_semaphore"]._value == 5 and settings["memory_limit_mb"] == 1024
+    agreeing = manager_settings(load_config("ppo_trainer", newer + older), NaiveRewardManager)
+    assert agreeing["num_workers"] == 3
+    clash = load_config(
+        "ppo_trainer", ["reward.sandbox_fusion.url=http://a", "reward_model.sandbox_fusion.url=http://b"]
+    )
+    with pytest.raises(ValueError, match=r"reward.sandbox_fusion.url='http://a' and reward_model.sandbox_fusion.url"):
+        manager_settings(clash, NaiveRewardManager)

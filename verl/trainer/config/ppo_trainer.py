@@ -12,6 +12,7 @@ from verl.trainer.config.config import RewardManagerConfig
 from verl.trainer.config.data import RLDataConfig
 from verl.utils.profiler.config import GlobalProfilerConfig
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RewardModelConfig
+from verl.workers.config.reward_model import SandboxFusionConfig
 
 __all__ = [
     "CustomRewardFunctionConfig",
@@ -31,6 +32,18 @@ class CustomRewardFunctionConfig(BaseConfig):
     name: str = "compute_score"  # fn(data_source, solution_str, ground_truth, extra_info=None, **kw)
     # keyword arguments passed to the custom reward function (with reward_model.reward_kwargs)
     reward_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CollapseGuardConfig(BaseConfig):
+    """When a run counts as collapsed (verl.trainer.ppo.collapse_guard): a signal far below the run's own best."""
+
+    enable: bool = True  # report a collapse in one line and count it (collapse/detected, collapse/count)
+    val_metric: str = "val-core/acc"  # the held-out metric watched
+    val_drop: float = 0.15  # held-out below its best by more than this
+    train_drop: float = 0.2  # mean training reward (critic/score/mean) over the window below its best by more
+    window: int = 5  # steps in the training-reward mean
+    entropy_ratio: float = 0.0  # actor/entropy below this x its first value (0: not watched)
 
 
 @dataclass
@@ -63,6 +76,11 @@ class TrainerConfig(BaseConfig):
     nnodes: int = 1  # nodes (trainer.backend=ray)
     n_gpus_per_node: int = 1  # worker processes per node (on cpu: processes sharing the cores)
     val_only: bool = False  # true: run the validation once and stop (no training)
+    collapse_guard: CollapseGuardConfig = field(default_factory=CollapseGuardConfig)  # say when a run collapses
+    # on a collapse, reload the policy of the best validation (kept in <default_local_dir>/best_val/) and scale the
+    # learning rate by rollback_lr_factor
+    rollback_on_collapse: bool = False
+    rollback_lr_factor: float = 0.5  # the learning rate's factor at each rollback
     # a folder: every training sample of step N (input, output, score, reward fields) in N.jsonl
     rollout_data_dir: str | None = None
     validation_data_dir: str | None = None  # a folder: every validation sample at step N in N.jsonl
@@ -111,6 +129,16 @@ class TransferQueueConfig(BaseConfig):
 
 
 @dataclass
+class RewardConfig(BaseConfig):
+    """Newer verl's ``reward`` section, read where it is set: ``reward.sandbox_fusion.*`` and ``reward.num_workers``
+    mean what ``reward_model.sandbox_fusion.*`` and ``reward_model.num_workers`` do (setting both to different
+    values is an error naming them)."""
+
+    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)  # as reward_model.sandbox_fusion
+    num_workers: int | None = None  # as reward_model.num_workers (null: that one)
+
+
+@dataclass
 class PPOTrainerConfig(BaseConfig):
     """PPO-family RL. Batch sizes: ``data.train_batch_size`` and ``ppo_mini_batch_size`` count prompts (each gets
     ``rollout.n`` responses); ``*_micro_batch_size_per_gpu`` count responses."""
@@ -126,6 +154,7 @@ class PPOTrainerConfig(BaseConfig):
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # the run
     ray_init: RayInitConfig = field(default_factory=RayInitConfig)  # trainer.backend=ray
     reward_manager: RewardManagerConfig = field(default_factory=RewardManagerConfig)  # which reward manager scores
+    reward: RewardConfig = field(default_factory=RewardConfig)  # newer verl's spelling of reward_model's scoring keys
     global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)  # profiling: not wired
     transfer_queue: TransferQueueConfig = field(default_factory=TransferQueueConfig)  # streamed batches
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)  # verl's newer Ray settings (-> ray_init)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
@@ -155,4 +156,18 @@ def step_data_metrics(
             metrics[f"reward/{key}/mean"] = float(np.mean(values))
     metrics.update(compute_timing_metrics(batch, timing_raw))
     metrics.update(compute_throughput_metrics(batch, timing_raw, n_gpus))
+    return metrics
+
+
+def step_summary(
+    batch: DataProto, timer: StepTimer, backend: Any, trainer_cfg: Any, use_critic: bool
+) -> dict[str, float]:
+    """A step's data, timing and throughput metrics (and the Ray overhead, when the workers are remote)."""
+    metrics: dict[str, float] = {}
+    overhead = backend.pop_overhead_s() if backend is not None else None
+    if overhead is not None:  # driver time in worker calls not spent computing: Ray, pickling, transfer
+        timer.add("ray_overhead", overhead)
+        metrics["perf/ray_overhead_fraction"] = overhead / max(timer.seconds["step"], 1e-9)
+    n_gpus = trainer_cfg.n_gpus_per_node * trainer_cfg.nnodes
+    metrics.update(step_data_metrics(batch, timer.seconds, use_critic, n_gpus))
     return metrics

@@ -30,15 +30,17 @@ from verl.trainer.ppo import advantage, rollout_correction
 from verl.trainer.ppo import reward as reward_stage
 from verl.trainer.ppo.advantage import apply_kl_penalty, compute_advantage, compute_response_mask  # noqa: F401
 from verl.trainer.ppo.checkpointing import RunCheckpoints, controller_state, restore_controller_state
+from verl.trainer.ppo.collapse_guard import CollapseWatch
 from verl.trainer.ppo.dynamic_sampling import sample_varied_groups
-from verl.trainer.ppo.metric_utils import StepTimer, reduce_metrics, step_data_metrics
+from verl.trainer.ppo.metric_utils import StepTimer, reduce_metrics, step_summary
 from verl.trainer.ppo.old_log_prob import old_log_prob_is_current
 from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward  # noqa: F401
 from verl.trainer.ppo.roles import ResourcePoolManager, Role, init_workers, uses_critic, uses_reference_policy  # noqa: F401
 from verl.trainer.ppo.run_log import RunLog
 from verl.trainer.ppo.sample_log import dump_generations
 from verl.trainer.ppo.validation import concat_left_padded, validate_policy
-from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, total_training_steps
+from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, copy_prompts, total_training_steps
+from verl.utils.py_functional import value_or
 from verl.workers.reward_manager import NaiveRewardManager
 
 
@@ -69,10 +71,14 @@ class RayPPOTrainer:
         if device_name is not None:
             config.trainer.device = device_name
         d = config.data
-        self.train_dataset = _or(train_dataset, lambda: build_dataset(config, d.train_files, tokenizer))
-        self.val_dataset = _or(val_dataset, lambda: build_dataset(config, d.val_files, tokenizer, "data.val_files"))
-        self.reward_fn = _or(reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key))
-        self.val_reward_fn = _or(val_reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key))
+        self.train_dataset = value_or(train_dataset, lambda: build_dataset(config, d.train_files, tokenizer))
+        self.val_dataset = value_or(
+            val_dataset, lambda: build_dataset(config, d.val_files, tokenizer, "data.val_files")
+        )
+        self.reward_fn = value_or(reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key))
+        self.val_reward_fn = value_or(
+            val_reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key)
+        )
         self.total_training_steps = total_training_steps(config, len(self.train_dataset))
         self.actor_rollout_wg = self.critic_wg = self.rm_wg = self.backend = None  # init_workers starts them
         alg = config.algorithm
@@ -86,6 +92,8 @@ class RayPPOTrainer:
         self.callbacks: list = []  # step callbacks (see verl.engine); each sees the step's batch and metrics
         self.evaluators: dict[str, Any] = {}  # name -> evaluator, run on every validation (eval/<name>_*)
         self.reward_hooks: list = []  # fn(reward_tensor) -> reward_tensor, applied to training scores
+        self._pending_scores = None  # launch_reward_fn_async: the step's scores, being computed
+        self.collapse_watch = CollapseWatch(self)
         self.stop_reason: str | None = None
         self.last_val: dict[str, float] = {}
         self.metrics: dict[str, float] = {}  # the current step's metrics, filled by its stages
@@ -122,7 +130,7 @@ class RayPPOTrainer:
                 self.log(self.validate(), step=self.global_steps)
                 return self.result()
             if self.config.trainer.val_before_train and self.val_reward_fn is not None and self.global_steps == 0:
-                self.log(self.validate(), step=0)
+                self.log(self.collapse_watch.observed(self.validate(), step=0), step=0)
             if self.global_steps >= self.total_training_steps:
                 print(
                     f"already at step {self.global_steps} of {self.total_training_steps} in {self.checkpoints.root}: "
@@ -149,17 +157,19 @@ class RayPPOTrainer:
         self.metrics, self.timer = {}, StepTimer()
         with self.timer("step"):
             batch = self.generate_and_score(prompts)  # generate -> compute_reward (DAPO: until groups vary)
-            dump_generations(batch, self.config.trainer.rollout_data_dir, self.global_steps, self.tokenizer)
             batch = self.compute_old_log_prob(batch)
             batch = self.apply_rollout_correction(batch)  # mismatch metrics; importance weights, rejection
             batch = self.compute_ref_log_prob(batch)
             batch = self.compute_values(batch)
+            batch = self.collect_reward(batch)  # reward_model.launch_reward_fn_async: the scores computed meanwhile
+            dump_generations(batch, self.config.trainer.rollout_data_dir, self.global_steps, self.tokenizer)
             batch = self.compute_advantage(batch)
             self.update_critic(batch)
             self.update_actor(batch)
             self.maybe_validate()
             self.maybe_save_checkpoint()
-        self.metrics.update(self.step_summary(batch))
+        self.metrics.update(step_summary(batch, self.timer, self.backend, self.config.trainer, self.use_critic))
+        self.collapse_watch.after(self.global_steps, self.metrics)  # trainer.collapse_guard, rollback_on_collapse
         stops = run_callbacks(self.callbacks, "on_step_end", self, batch, self.metrics)
         self.log(self.metrics, step=self.global_steps)
         if any(s is False for s in stops) and self.stop_reason is None:
@@ -189,7 +199,7 @@ class RayPPOTrainer:
     def generate(self, prompts: DataProto | None = None) -> DataProto:
         """``rollout.n`` responses to each prompt of the next training batch (or of ``prompts``): the prompts'
         columns, a fresh ``uid`` per prompt, and the sampled tokens."""
-        batch = self.train_loader.next_batch() if prompts is None else _copy_prompts(prompts)
+        batch = self.train_loader.next_batch() if prompts is None else copy_prompts(prompts)
         uids = [str(uuid.UUID(int=random.getrandbits(128))) for _ in range(len(batch))]
         batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
         n = self.config.actor_rollout_ref.rollout.n
@@ -214,12 +224,21 @@ class RayPPOTrainer:
                 generate = self.rollout_wg.generate_sequences
                 baseline = reward_stage.compute_remax_baseline(batch, n, generate, self._score, self._shaped_score)
                 batch.batch["reward_baselines"] = baseline
+        elif cfg.reward_model.launch_reward_fn_async and not cfg.algorithm.filter_groups.enable:
+            self._pending_scores = reward_stage.score_in_background(self._score, batch)  # collect_reward joins
+            return batch
         with self.timer("reward"):
-            reward_tensor, extra = self._score(batch)
-        shaping = (cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
-        errors = reward_stage.add_scores(batch, reward_tensor, extra, *shaping)
-        self.metrics["reward/errors"] = self.metrics.get("reward/errors", 0) + errors
-        return batch
+            scores = self._score(batch)
+        return self._add_scores(batch, *scores)
+
+    def collect_reward(self, batch: DataProto) -> DataProto:
+        """The scores ``compute_reward`` left to a background thread (``reward_model.launch_reward_fn_async``),
+        computed while the log-prob and value passes ran; ``timing_s/reward`` is the wait for them."""
+        if self._pending_scores is None:
+            return batch
+        with self.timer("reward"):
+            scores, self._pending_scores = self._pending_scores.result(), None
+        return self._add_scores(batch, *scores)
 
     def compute_old_log_prob(self, batch: DataProto) -> DataProto:
         """``old_log_probs`` of the responses under the policy that sampled them (and the entropy metric)."""
@@ -294,6 +313,12 @@ class RayPPOTrainer:
     def _score(self, batch: DataProto) -> tuple[torch.Tensor, dict[str, list]]:
         return reward_stage.score_batch(batch, self.reward_fn, self.rm_wg, self.reward_hooks)
 
+    def _add_scores(self, batch: DataProto, reward_tensor: torch.Tensor, extra: dict[str, list]) -> DataProto:
+        shaping = (self.config.reward_model.overlong_buffer, self.config.data.max_response_length)
+        errors = reward_stage.add_scores(batch, reward_tensor, extra, *shaping)
+        self.metrics["reward/errors"] = self.metrics.get("reward/errors", 0) + errors
+        return batch
+
     def _shaped_score(self, score: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
         """A sequence score on the scale of the sampled responses' rewards: overlong penalty added, / reward_temp."""
         cfg = self.config
@@ -347,24 +372,10 @@ class RayPPOTrainer:
             self.global_steps = restore_controller_state(state, self.train_loader, self.kl_ctrl_in_reward)
             print(f"resumed from {path} at step {self.global_steps}")
 
-    def resume_hint(self) -> str:
-        return self.checkpoints.resume_hint()
-
     def _checkpoint_roles(self) -> dict[str, Any]:
         return {"actor": self.actor_rollout_wg, **({"critic": self.critic_wg} if self.use_critic else {})}
 
     # ------------------------------------------------------------------------------------------------ bookkeeping
-    def step_summary(self, batch: DataProto) -> dict[str, float]:
-        """The step's data, timing and throughput metrics (and the Ray overhead, when the workers are remote)."""
-        metrics: dict[str, float] = {}
-        overhead = self.backend.pop_overhead_s() if self.backend is not None else None
-        if overhead is not None:  # driver time in worker calls not spent computing: Ray, pickling, transfer
-            self.timer.add("ray_overhead", overhead)
-            metrics["perf/ray_overhead_fraction"] = overhead / max(self.timer.seconds["step"], 1e-9)
-        t = self.config.trainer
-        metrics.update(step_data_metrics(batch, self.timer.seconds, self.use_critic, t.n_gpus_per_node * t.nnodes))
-        return metrics
-
     @property
     def history(self) -> dict[str, list]:
         """Every metric logged so far: ``{name: [(step, value), ...]}``."""
@@ -386,14 +397,3 @@ class RayPPOTrainer:
         if self.backend is not None:
             self.backend.shutdown()
             self.backend = None
-
-
-def _copy_prompts(prompts: DataProto) -> DataProto:
-    """A shallow copy (shared tensors) of a caller's prompt batch: the step's in-place edits never reach it."""
-    batch = None if prompts.batch is None else prompts.batch.copy()  # a TensorDict's copy is shallow
-    return DataProto(batch, dict(prompts.non_tensor_batch), dict(prompts.meta_info))
-
-
-def _or(value: Any, make) -> Any:
-    """``value``, or ``make()`` when it is None (an empty dataset is still a given one)."""
-    return value if value is not None else make()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -81,8 +82,13 @@ def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
     section = config.get("reward_model") or {}
     accepted = inspect.signature(manager_cls.__init__).parameters
     settings = {key: section.get(key) for key in ("error_score", "num_workers") if key in accepted}
+    newer = config.get("reward") or {}  # newer verl spells these reward.num_workers, reward.sandbox_fusion.*
+    if "num_workers" in settings and newer.get("num_workers") is not None:
+        settings["num_workers"] = _one_value(newer, section, "num_workers", 1)
     settings = {key: value for key, value in settings.items() if value is not None}
-    fusion = section.get("sandbox_fusion") or {}
+    fusion = dict(section.get("sandbox_fusion") or {})
+    for key, default in (("url", None), ("max_concurrent", 64), ("memory_limit_mb", 1024)):
+        fusion[key] = _one_value(newer.get("sandbox_fusion") or {}, fusion, key, default, "sandbox_fusion.")
     if fusion.get("url"):
         import threading
 
@@ -92,6 +98,18 @@ def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
             memory_limit_mb=fusion.get("memory_limit_mb", 1024),
         )
     return settings
+
+
+def _one_value(newer: Any, older: Any, key: str, default: Any, prefix: str = "") -> Any:
+    """``reward.<prefix><key>`` where it is set (not its default), else ``reward_model.<prefix><key>``; both set to
+    different values is an error naming them."""
+    new, old = newer.get(key, default), older.get(key, default)
+    if new != default and old != default and new != old:
+        raise ValueError(
+            f"reward.{prefix}{key}={new!r} and reward_model.{prefix}{key}={old!r} disagree: they are one setting "
+            "(newer verl spells it reward.*); set one of them"
+        )
+    return new if new != default else old
 
 
 def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_kwargs: Any) -> Any:
@@ -123,6 +141,18 @@ def score_batch(
         batch = batch.union(rm_wg.compute_rm_score(batch))
     reward_tensor, extra = compute_reward(batch, reward_fn)
     return apply_reward_hooks(hooks, reward_tensor), extra
+
+
+def score_in_background(score: Callable[[DataProto], tuple[torch.Tensor, dict[str, list]]], batch: DataProto) -> Future:
+    """``score(batch)`` in a thread of its own, on a copy of the batch's tensors (the passes that run meanwhile add
+    columns and may mask rows: the scores must be those of the batch as sampled). verl's
+    ``reward_model.launch_reward_fn_async``: scoring that waits on sandboxes, servers or a reward model overlaps the
+    log-prob and value passes. The future's result is ``score``'s, or its exception."""
+    snapshot = DataProto(batch.batch.clone(), dict(batch.non_tensor_batch), dict(batch.meta_info))
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl-reward")
+    future = executor.submit(score, snapshot)
+    executor.shutdown(wait=False)  # the thread ends with its one task
+    return future
 
 
 def overlong_penalty(response_mask: torch.Tensor, overlong_buffer: Any, max_response_length: int) -> torch.Tensor:

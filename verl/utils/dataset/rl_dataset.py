@@ -224,3 +224,9 @@ def total_training_steps(config: Any, dataset_len: int) -> int:
     if config.trainer.total_training_steps:
         return int(config.trainer.total_training_steps)
     return max(1, dataset_len // config.data.train_batch_size) * config.trainer.total_epochs
+
+
+def copy_prompts(prompts: DataProto) -> DataProto:
+    """A shallow copy (shared tensors) of a caller's prompt batch: a training step's in-place edits never reach it."""
+    batch = None if prompts.batch is None else prompts.batch.copy()  # a TensorDict's copy is shallow
+    return DataProto(batch, dict(prompts.non_tensor_batch), dict(prompts.meta_info))

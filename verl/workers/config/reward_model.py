@@ -57,7 +57,9 @@ class RewardModelConfig(BaseConfig):
     forward_max_token_len_per_gpu: int = 32768  # no effect
     max_length: int | None = None  # no effect: responses are scored whole
     ulysses_sequence_parallel_size: int = 1  # not implemented (> 1 warns)
-    launch_reward_fn_async: bool = False  # score in a background process: not implemented (true warns; same scores)
+    # score in a background thread while the log-prob and value passes run (joined before the advantages; not with
+    # DAPO's filter_groups or ReMax, which need the scores at once): same scores, the waits overlap
+    launch_reward_fn_async: bool = False
     # no effect: the scores are computed in the controller's reward stage (reward_model.reward_manager)
     use_reward_loop: bool = True
     # scoring threads of the naive manager: > 1 overlaps scorers that wait on a process or a server (code in
