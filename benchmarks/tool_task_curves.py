@@ -201,39 +201,53 @@ def write_section(text: str, path: str) -> None:
         f.write(body)
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def curve_arguments(doc: str, steps: int, work_dir: str) -> argparse.ArgumentParser:
+    """The command line of a learning-curve benchmark (this one and benchmarks/code_task_curves.py)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", default="1,2,3")
-    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--test-freq", type=int, default=10)
     p.add_argument("--budget-s", type=float, default=900.0)
     p.add_argument("--threads", type=int, default=2, help="OMP threads per job (0: the library default)")
-    p.add_argument("--work-dir", default="outputs/tool_task_curves")
+    p.add_argument("--work-dir", default=work_dir)
     p.add_argument("--write-results", action="store_true", help="write the section of docs/results.md")
     p.add_argument("--report-only", action="store_true", help="report the finished run in --work-dir, train nothing")
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for the training job")
-    args = p.parse_args(argv)
+    return p
+
+
+def seed_runs(args: argparse.Namespace, run_seed, argv: list[str] | None) -> list[dict]:
+    """Each seed's run (``run_seed(seed, args)``), or with ``--report-only`` the ones in ``<work-dir>/summary.json``;
+    the summary is rewritten after every seed, so a long run's finished seeds are never lost."""
     os.makedirs(args.work_dir, exist_ok=True)
     summary = os.path.join(args.work_dir, "summary.json")
     if args.report_only:
         with open(summary) as f:
-            runs = json.load(f)
-        for r in runs:  # a summary written before the tool-call series was recorded: read it from the run's log
-            if "tool_calls" not in r:
-                with open(os.path.join(args.work_dir, f"seed{r['seed']}", "metrics.jsonl")) as f:
-                    r.update(train_series([json.loads(line) for line in f if line.strip()]))
-    else:
-        runs = []
-        for seed in [int(s) for s in args.seeds.split(",")]:
-            runs.append({**run_seed(seed, args), "argv": sys.argv[1:] if argv is None else argv})
-            shown = {k: v for k, v in runs[-1].items() if k not in ("evals", "train_score", "tool_calls")}
-            print(json.dumps(shown), flush=True)
+            return json.load(f)
+    runs = []
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        runs.append({**run_seed(seed, args), "argv": sys.argv[1:] if argv is None else argv})
+        print(json.dumps({k: v for k, v in runs[-1].items() if not isinstance(v, list)}), flush=True)
         with open(summary, "w") as f:
             json.dump(runs, f, indent=1)
-    text = report(runs, args)
+    return runs
+
+
+def publish(text: str, args: argparse.Namespace) -> None:
+    """The report to stdout and, with ``--write-results``, into its section of docs/results.md."""
     print(text)
     if args.write_results:
         write_section(text, os.path.join(ROOT, "docs", "results.md"))
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args = curve_arguments(__doc__, 60, "outputs/tool_task_curves").parse_args(argv)
+    runs = seed_runs(args, run_seed, argv)
+    for r in runs:  # a summary written before the tool-call series was recorded: read it from the run's log
+        if "tool_calls" not in r:
+            with open(os.path.join(args.work_dir, f"seed{r['seed']}", "metrics.jsonl")) as f:
+                r.update(train_series([json.loads(line) for line in f if line.strip()]))
+    publish(report(runs, args), args)
     return runs
 
 

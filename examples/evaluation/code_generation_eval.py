@@ -5,8 +5,8 @@
     python examples/evaluation/code_generation_eval.py --model_path DIR --test_set data/code_test_cases.jsonl \
         --n 10 --k 1,5,10 --temperature 0.8 --output results/code_gen_eval.json
 
-``--test_set``: a verl parquet of code rows (``examples/data_preprocess/code_cleaner.py``'s output) or JSON Lines in any
-format it reads (converted the same way). ``--n 1`` (the default) decodes greedily, as the trainer's validation does,
+``--test_set``: a verl parquet of code rows (``examples/data_preprocess/code_cleaner.py``'s output), a built-in task
+spec such as ``builtin://code_functions/test?size=100``, or JSON Lines in any format it reads (converted the same way). ``--n 1`` (the default) decodes greedily, as the trainer's validation does,
 so its pass@1 is the trainer's held-out score for the same rows and lengths; ``--n`` > 1 samples at
 ``--temperature``. Generation is ``python -m verl.trainer.main_generation``'s; the programs run in the sandbox
 (docs/code_rl.md). The metrics: ``verl.utils.reward_score.code_eval``.
@@ -25,9 +25,14 @@ from verl.utils.reward_score.code_eval import evaluate_code_responses
 
 
 def as_parquet(test_set: str, workdir: str) -> str:
-    """The test set as a verl parquet: a parquet is used as it is; JSON Lines go through CodeFeedbackDataset."""
+    """The test set as a verl parquet: a parquet is used as it is, a built-in task spec (``builtin://code_functions/test``,
+    as the trainer's ``data.val_files`` takes it) is generated; JSON Lines go through CodeFeedbackDataset."""
     if test_set.endswith(".parquet"):
         return test_set
+    if test_set.startswith("builtin://"):
+        from verl.data.tasks import resolve_data_files
+
+        return resolve_data_files(test_set)
     from verl.utils.data import CodeFeedbackDataset
 
     processed = CodeFeedbackDataset.load_from_json(test_set).process(split="test")

@@ -48,6 +48,26 @@ def test_grpo_and_gae_example_scripts(tmp_path):
     assert (tmp_path / "ppo_trainer" / "global_step_2" / "critic" / "huggingface" / "config.json").exists()
 
 
+def test_code_task_grpo_example_script(tmp_path):
+    """GRPO on the built-in code task, scored in the sandbox (two small steps)."""
+    import pytest
+
+    from verl.sandbox import bwrap_status
+
+    if bwrap_status() is not None:
+        pytest.skip(f"no bubblewrap here: {bwrap_status()}")
+    small = [
+        "data.train_files=builtin://code_functions/train?train_size=64",
+        "data.val_files=builtin://code_functions/test?size=8",
+    ]
+    out = _run_script("grpo_trainer/run_code_functions_grpo.sh", tmp_path, *small)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(x) for x in open(tmp_path / "metrics.jsonl")]
+    steps = [r for r in rows if "critic/score/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2] and all(r["timing_s/reward"] > 0 for r in steps)
+    assert any("val-core/acc" in r for r in rows) and "reward/all_passed/mean" in steps[0]
+
+
 def test_custom_reward_example_is_used(tmp_path):
     import json
 
