@@ -226,3 +226,27 @@ def test_code_reward_throughput_scores_right_and_a_looping_program_costs_its_tim
     assert json.loads((tmp_path / "r.json").read_text())[0]["samples"] == 10
     grouped = bench.main(["--samples", "10", "--workers", "2", "--group", "5", "--sample-timeout", "1.0"])
     assert grouped[0]["group"] == 5 and grouped[0]["scores_right"]
+
+
+@pytest.mark.skipif(
+    __import__("verl.sandbox", fromlist=["bwrap_status"]).bwrap_status() is not None, reason="no bubblewrap here"
+)
+def test_code_task_curves_runs_a_seed_and_the_eval_script_matches_the_trainer(tmp_path):
+    """Two GRPO steps on the code task (small batch, 8 held-out problems), then the report: the evaluation script
+    scores the final checkpoint as the trainer's last validation did."""
+    bench = load("code_task_curves")
+    small = [
+        "data.train_batch_size=4",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    ]
+    args = ["--seeds", "1", "--steps", "2", "--test-freq", "2", "--work-dir", str(tmp_path), "--held-out"]
+    runs = bench.main([*args, "builtin://code_functions/test?size=8", *small])
+    run = runs[0]
+    assert [s for s, _, _ in run["evals"]] == [0, 2]
+    assert run["eval_script_end"]["pass@1"] == run["end"][1]  # the same 8 problems, the same greedy decoding
+    assert run["reward_s"] > 0 and json.loads((tmp_path / "summary.json").read_text())[0]["seed"] == 1
+    import argparse
+
+    text = bench.report(runs, argparse.Namespace(budget_s=900.0, threads=2, overrides=small, held_out="x"))
+    assert "| 1 |" in text and "equals the trainer's last held-out number" in text
