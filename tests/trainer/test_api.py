@@ -410,3 +410,15 @@ def test_evaluation_of_no_rows_is_an_error():
 
     with pytest.raises(ValueError, match="no rows to score"):
         evaluate_greedy_accuracy(None, None, [])
+
+
+def test_the_dict_configs_reward_group_holds_reward_model_and_the_trees_reward_section():
+    """config['reward'] is the seed articles' alias group (model) and the tree's reward section (newer verl's
+    reward.sandbox_fusion.*, reward.num_workers) at once."""
+    from verl.utils.config_dict import get_ppo_default_config, ppo_dict_to_overrides
+
+    config = get_ppo_default_config()
+    assert config["reward"]["model"] == "auto" and config["reward"]["sandbox_fusion"]["url"] is None
+    config["reward"]["sandbox_fusion"]["url"] = "http://h/run_code"
+    overrides, reward = ppo_dict_to_overrides(config)
+    assert overrides["reward.sandbox_fusion.url"] == "http://h/run_code" and reward == "auto"

@@ -152,6 +152,7 @@ def get_ppo_default_config() -> ConfigDict:
     for alias, key in PPO_DICT_ALIASES.items():
         group, leaf = alias.split(".")
         view[group][leaf] = _get_path(tree, key)
+    view["reward"].update(tree.pop("reward", {}))  # the tree's reward section (newer verl's keys) beside reward.model
     view.update(tree)
     return ConfigDict(view, schema_keys=list(_flatten(view)))
 
