@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import statistics
 import sys
 import time
@@ -32,7 +31,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tool_task_curves import curve_arguments, main_job, publish, run_stamped, seed_runs  # noqa: E402
+from tool_task_curves import curve_arguments, publish, seed_runs, train_seed  # noqa: E402
 
 SECTION = "## Code task: GRPO with sandbox rewards"
 WARM_START = "builtin://tiny-qwen2-code-sft"
@@ -61,33 +60,14 @@ def eval_script_pass_at_1(checkpoint: str, out: str, held_out: str = HELD_OUT) -
 
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict:
-    out_dir = os.path.join(args.work_dir, f"seed{seed}")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    overrides = RECIPE + [f"data.val_files={args.held_out}"] + args.overrides
-    overrides += [
-        f"trainer.seed={seed}",
-        f"trainer.total_training_steps={args.steps}",
-        f"trainer.test_freq={args.test_freq}",
-        f"trainer.save_freq={args.steps}",
-    ]
-    rows, wall = run_stamped(
-        main_job(out_dir, overrides), os.path.join(out_dir, "metrics.jsonl"), out_dir + ".log", args.threads
-    )
-    evals = [(r["step"], r["val-core/acc"], r["elapsed_s"]) for r in rows if "val-core/acc" in r]
-    within = [e for e in evals if e[2] <= args.budget_s]
+    out_dir, rows, summary = train_seed(seed, args, RECIPE + [f"data.val_files={args.held_out}"])
     steps = [r for r in rows if "critic/score/mean" in r]
     checkpoint = os.path.join(out_dir, f"global_step_{args.steps}", "actor", "huggingface")
     return {
-        "seed": seed,
-        "evals": evals,
+        **summary,
         "train_score": [(r["step"], r["critic/score/mean"]) for r in steps],
         "reward_s": statistics.median(r["timing_s/reward"] for r in steps),
         "step_s": statistics.median(r["timing_s/step"] for r in steps),
-        "start": evals[0][1],
-        "in_budget": within[-1],
-        "end": evals[-1],
-        "gain_in_budget": within[-1][1] - evals[0][1],
-        "wall_s": wall,
         "eval_script_end": eval_script_pass_at_1(checkpoint, out_dir + "-eval.json", args.held_out),
     }
 

@@ -102,34 +102,42 @@ def no_tool_success(out_dir: str, checkpoint: str | None, seed: int, threads: in
     return next(r["val-core/acc"] for r in rows if "val-core/acc" in r)
 
 
-def run_seed(seed: int, args: argparse.Namespace) -> dict:
+def train_seed(seed: int, args: argparse.Namespace, recipe: list[str]) -> tuple[str, list[dict], dict]:
+    """One seed's main job (``recipe`` + the command line's overrides, ``--steps``, ``--test-freq``, a checkpoint at
+    the last step) in ``<work-dir>/seed<N>``: its directory, its stamped metrics rows, and the held-out series with
+    the gain counted at the last validation within ``--budget-s`` (this script's and code_task_curves.py's rule)."""
     out_dir = os.path.join(args.work_dir, f"seed{seed}")
     shutil.rmtree(out_dir, ignore_errors=True)
-    overrides = (
-        RECIPE
-        + args.overrides
-        + [
-            f"trainer.seed={seed}",
-            f"trainer.total_training_steps={args.steps}",
-            f"trainer.test_freq={args.test_freq}",
-            f"trainer.save_freq={args.steps}",
-        ]
-    )
+    overrides = recipe + args.overrides
+    overrides += [
+        f"trainer.seed={seed}",
+        f"trainer.total_training_steps={args.steps}",
+        f"trainer.test_freq={args.test_freq}",
+        f"trainer.save_freq={args.steps}",
+    ]
     rows, wall = run_stamped(
         main_job(out_dir, overrides), os.path.join(out_dir, "metrics.jsonl"), out_dir + ".log", args.threads
     )
     evals = [(r["step"], r["val-core/acc"], r["elapsed_s"]) for r in rows if "val-core/acc" in r]
     within = [e for e in evals if e[2] <= args.budget_s]
-    checkpoint = os.path.join(out_dir, f"global_step_{args.steps}")
-    return {
+    summary = {
         "seed": seed,
         "evals": evals,
-        **train_series(rows),
         "start": evals[0][1],
         "in_budget": within[-1],
         "end": evals[-1],
         "gain_in_budget": within[-1][1] - evals[0][1],
         "wall_s": wall,
+    }
+    return out_dir, rows, summary
+
+
+def run_seed(seed: int, args: argparse.Namespace) -> dict:
+    out_dir, rows, summary = train_seed(seed, args, RECIPE)
+    checkpoint = os.path.join(out_dir, f"global_step_{args.steps}")
+    return {
+        **summary,
+        **train_series(rows),
         "no_tool_start": no_tool_success(out_dir + "-notool-start", None, seed, args.threads),
         "no_tool_end": no_tool_success(out_dir + "-notool-end", checkpoint, seed, args.threads),
     }

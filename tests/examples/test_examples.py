@@ -68,6 +68,19 @@ def test_code_task_grpo_example_script(tmp_path):
     assert any("val-core/acc" in r for r in rows) and "reward/all_passed/mean" in steps[0]
 
 
+def test_collapse_rollback_example(tmp_path):
+    """A learning rate of 0.3 destroys the warm start: the run says so and rolls back with the rate halved."""
+    out = subprocess.run(
+        ["bash", os.path.join(ROOT, "examples", "grpo_trainer", "run_collapse_rollback.sh"),
+         f"trainer.default_local_dir={tmp_path}", "trainer.logger=[console,file]"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "COLLAPSE at step 1: held-out val-core/acc" in out.stdout and "learning rate x0.5" in out.stdout
+    lr = [(r["step"], r["actor/lr"]) for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if "actor/lr" in r]
+    assert [round(v, 6) for _, v in lr] == [0.3, 0.15, 0.075] and (tmp_path / "best_val" / "actor").is_dir()
+
+
 def test_custom_reward_example_is_used(tmp_path):
     import json
 

@@ -9,11 +9,13 @@ Two kinds of cases, in APPS / TACO / verl ``prime_code`` layout (``{"inputs": [.
   class as LeetCode writes it); ``inputs[i]`` is its argument list, and its return value, sent back as JSON, must
   equal ``outputs[i]`` (APPS also wraps an output in a one-element list: either matches).
 
-One sandbox run per program: inside it, a small harness compiles the program once and forks one child per case,
-with the case's input on fd 0 and its output captured to a file, killed at ``case_timeout_s``. **The expected
-outputs never enter the sandbox**: the harness sends back what the program printed or returned, and the host
-compares. So a program cannot pass by reading the answers, exiting early with status 0 (no output is no pass), or
-patching the harness or ``__eq__`` (a return value is compared after a round trip through JSON, on the host).
+One sandbox run per program, or per group of programs that share their cases (:func:`run_test_cases_many`: a
+prompt's samples, kept apart as its docstring says): inside it, a small harness compiles each program once and forks
+one child per case, with the case's input on fd 0 and its output captured to a file, killed at ``case_timeout_s``.
+**The expected outputs never enter the sandbox**: the harness sends back what the program printed or returned, and
+the host compares. So a program cannot pass by reading the answers, exiting early with status 0 (no output is no
+pass), or patching the harness or ``__eq__`` (a return value is compared after a round trip through JSON, on the
+host).
 """
 
 from __future__ import annotations
@@ -434,8 +436,8 @@ def _judge(payload: dict | None, cases: dict[str, Any], status: str = "ok", err:
             run.sandbox_status = "timeout"
     for i, want in enumerate(cases["outputs"]):
         if i >= len(ran):
-            status_ = "timeout" if run.sandbox_status == "timeout" else "not_run"
-            run.cases.append(CaseResult(status_, stderr=err[-400:] if i == len(ran) else ""))
+            missing = "timeout" if run.sandbox_status == "timeout" else "not_run"
+            run.cases.append(CaseResult(missing, stderr=err[-400:] if i == len(ran) else ""))
             continue
         r = ran[i]
         if r["timeout"]:

@@ -126,6 +126,9 @@ def test_newer_verls_reward_section_spells_the_same_settings():
         assert settings["concurrent_semaphore"]._value == 5 and settings["memory_limit_mb"] == 1024
     agreeing = manager_settings(load_config("ppo_trainer", newer + older), NaiveRewardManager)
     assert agreeing["num_workers"] == 3
+    explicit_one = load_config("ppo_trainer", ["reward.num_workers=1", "reward_model.num_workers=2"])
+    with pytest.raises(ValueError, match=r"reward.num_workers=1 and reward_model.num_workers=2 disagree"):
+        manager_settings(explicit_one, NaiveRewardManager)  # 1 set on purpose is not the unset default
     clash = load_config(
         "ppo_trainer", ["reward.sandbox_fusion.url=http://a", "reward_model.sandbox_fusion.url=http://b"]
     )

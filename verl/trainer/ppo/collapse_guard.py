@@ -21,6 +21,8 @@ scaled once more.
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from collections import deque
 from typing import Any
 
@@ -142,9 +144,6 @@ class CollapseWatch:
         return self.trainer._checkpoint_roles()
 
     def _keep_best(self, step: int) -> None:
-        import os
-        import shutil
-
         path = os.path.join(self.trainer.checkpoints.root, "best_val")
         tmp = path + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -155,8 +154,6 @@ class CollapseWatch:
         self.snapshot = path
 
     def _roll_back(self) -> str:
-        import os
-
         if self.snapshot is None:
             return " (no best validation kept yet: nothing to roll back to)"
         for name, group in self._roles().items():

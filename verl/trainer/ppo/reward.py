@@ -83,12 +83,13 @@ def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
     accepted = inspect.signature(manager_cls.__init__).parameters
     settings = {key: section.get(key) for key in ("error_score", "num_workers") if key in accepted}
     newer = config.get("reward") or {}  # newer verl spells these reward.num_workers, reward.sandbox_fusion.*
-    if "num_workers" in settings and newer.get("num_workers") is not None:
-        settings["num_workers"] = _one_value(newer, section, "num_workers", 1)
+    if "num_workers" in settings:  # reward.num_workers is null unless set
+        settings["num_workers"] = _one_value(newer, section, "num_workers", None, 1)
     settings = {key: value for key, value in settings.items() if value is not None}
     fusion = dict(section.get("sandbox_fusion") or {})
     for key, default in (("url", None), ("max_concurrent", 64), ("memory_limit_mb", 1024)):
-        fusion[key] = _one_value(newer.get("sandbox_fusion") or {}, fusion, key, default, "sandbox_fusion.")
+        newer_fusion = newer.get("sandbox_fusion") or {}
+        fusion[key] = _one_value(newer_fusion, fusion, key, default, default, "sandbox_fusion.")
     if fusion.get("url"):
         import threading
 
@@ -100,16 +101,16 @@ def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
     return settings
 
 
-def _one_value(newer: Any, older: Any, key: str, default: Any, prefix: str = "") -> Any:
+def _one_value(newer: Any, older: Any, key: str, new_default: Any, old_default: Any, prefix: str = "") -> Any:
     """``reward.<prefix><key>`` where it is set (not its default), else ``reward_model.<prefix><key>``; both set to
     different values is an error naming them."""
-    new, old = newer.get(key, default), older.get(key, default)
-    if new != default and old != default and new != old:
+    new, old = newer.get(key, new_default), older.get(key, old_default)
+    if new != new_default and old != old_default and new != old:
         raise ValueError(
             f"reward.{prefix}{key}={new!r} and reward_model.{prefix}{key}={old!r} disagree: they are one setting "
             "(newer verl spells it reward.*); set one of them"
         )
-    return new if new != default else old
+    return new if new != new_default else old
 
 
 def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_kwargs: Any) -> Any:
