@@ -186,7 +186,15 @@ def test_countdown_key_ignores_number_order():
 
 
 @pytest.mark.parametrize(
-    "task,kwargs", [("arithmetic", {"ops": "+-*"}), ("countdown", {}), ("countdown", {"num_numbers": 5})]
+    "task,kwargs",
+    [
+        ("arithmetic", {"ops": "+-*"}),
+        ("arithmetic", {"terms": 3, "ops": "+-*", "mul_digits": 1}),
+        ("arithmetic", {"terms": 3, "ops": "+-", "style": "steps"}),
+        ("arithmetic", {"style": "answer", "reward": "partial"}),
+        ("countdown", {}),
+        ("countdown", {"num_numbers": 5}),
+    ],
 )
 def test_reference_answers_score_one(task, kwargs):
     score_fn = _default_compute_score()
@@ -370,3 +378,61 @@ def test_no_rows_is_an_error_not_a_file_without_columns(tmp_path):
     with pytest.raises(ValueError, match="empty.parquet: no rows to write"):
         write_rows_to_parquet([], tmp_path / "empty.parquet")
     assert not (tmp_path / "empty.parquet").exists()
+
+
+# ---- arithmetic variants (the learning suite's sibling tasks) ------------------------------------
+
+
+def test_arithmetic_variants_keep_the_classic_rows_and_cache_identity():
+    """The new options at their defaults change nothing: same rows, same builtin:// cache folder."""
+    from verl.data.tasks import arithmetic
+
+    classic = generate_task_rows("arithmetic", "test", 50, seed=3)
+    explicit = generate_task_rows("arithmetic", "test", 50, seed=3, terms=2, style="work", reward="exact")
+    assert classic == explicit
+    assert arithmetic.TASK.normalize_params({}) == {"min_digits": 2, "max_digits": 2, "ops": ("+",)}
+
+
+def test_arithmetic_three_terms_bind_like_python():
+    rows = generate_task_rows("arithmetic", "train", 200, seed=1, terms=3, ops="+-*", mul_digits=1)
+    for row in rows:
+        expression = row["extra_info"]["question"].removeprefix("What is ").removesuffix("?")
+        assert int(row["reward_model"]["ground_truth"]) == eval(expression)  # noqa: S307 (digits and + - * only)
+        for right in expression.split(" * ")[1:]:
+            assert len(right.split(" ")[0]) == 1  # the operand right of '*' has one digit
+
+
+def test_arithmetic_styles_and_partial_reward():
+    work, answer, steps = (
+        generate_task_rows("arithmetic", "train", 1, seed=2, terms=3, style=style)[0]
+        for style in ("work", "answer", "steps")
+    )
+    a, b, c = (int(x) for x in work["extra_info"]["question"][8:-1].split(" + "))
+    assert work["extra_info"]["answer"] == f"{a} + {b} + {c} = {a + b + c}\n#### {a + b + c}"
+    assert answer["extra_info"]["answer"] == f"#### {a + b + c}"
+    assert steps["extra_info"]["answer"] == f"{a} + {b} = {a + b}\n{a + b} + {c} = {a + b + c}\n#### {a + b + c}"
+    partial = generate_task_rows("arithmetic", "train", 1, seed=2, reward="partial")[0]
+    assert partial["data_source"] == "arithmetic_partial" and work["data_source"] == "arithmetic"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"terms": 5}, "terms must be between 2 and 4"),
+        ({"style": "essay"}, "style must be one of"),
+        ({"reward": "fuzzy"}, "reward must be one of"),
+        ({"style": "steps", "ops": "*"}, "style='steps'"),
+        ({"mul_digits": 1}, "mul_digits=1 needs '\\*' in ops"),
+        ({"ops": "*", "mul_digits": "x"}, "mul_digits must be an integer"),
+    ],
+)
+def test_arithmetic_variant_errors_name_the_option(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        generate_task_rows("arithmetic", "train", 1, **kwargs)
+
+
+def test_builtin_spec_takes_the_variant_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("VERL_CACHE_DIR", str(tmp_path))
+    path = resolve_data_files("builtin://arithmetic/test?size=20&ops=*&mul_digits=1&min_digits=2&max_digits=3")
+    rows = pq.read_table(path).to_pylist()
+    assert len(rows) == 20 and all(" * " in r["extra_info"]["question"] for r in rows)

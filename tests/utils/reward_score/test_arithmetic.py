@@ -74,3 +74,26 @@ def test_never_raises(text):
     start = time.perf_counter()
     assert compute_score(text, "85", format_score=0.5) in (0.0, 0.5)
     assert time.perf_counter() - start < 2.0
+
+
+# ---- digit-level partial credit (data_source "arithmetic_partial") --------------------------------
+
+
+@pytest.mark.parametrize(
+    "response, truth, expected",
+    [
+        ("12 + 73 = 85\n#### 85", "85", 1.0),
+        ("#### 95", "85", 0.25),  # the units digit right: 0.5 * 1/2
+        ("#### 185", "85", 0.5 * 2 / 3),  # two of three positions
+        ("#### -85", "85", 0.5),  # every digit right, the sign wrong: still below a right answer
+        ("#### 58", "85", 0.0),
+        ("no answer", "85", 0.0),
+        ("#### 8.5", "85", 0.0),
+    ],
+)
+def test_partial_credit_by_digit_position(response, truth, expected):
+    from verl.utils.reward_score import default_compute_score
+    from verl.utils.reward_score.arithmetic import compute_partial_score
+
+    assert compute_partial_score(response, truth) == pytest.approx(expected)
+    assert default_compute_score("arithmetic_partial", response, truth) == pytest.approx(expected)

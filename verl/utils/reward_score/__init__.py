@@ -4,6 +4,8 @@ Built-in data sources:
 
 * ``"openai/gsm8k"``, ``"gsm8k"`` -> :func:`verl.utils.reward_score.gsm8k.compute_score`
 * ``"arithmetic"`` -> :func:`verl.utils.reward_score.arithmetic.compute_score`
+* ``"arithmetic_partial"`` -> :func:`verl.utils.reward_score.arithmetic.compute_partial_score` (digit-level partial
+  credit; the arithmetic task's ``reward=partial``)
 * ``"countdown"`` -> :func:`verl.utils.reward_score.countdown.compute_score`
 * ``"calc_multiply"`` -> :func:`verl.utils.reward_score.calc_multiply.compute_score` (the tool task: the
   ``#### N`` of the last assistant turn of the multi-turn transcript)
@@ -252,6 +254,7 @@ _default_compute_score = default_compute_score
 
 register_scorer(("openai/gsm8k", "gsm8k"), gsm8k.compute_score)
 register_scorer("arithmetic", arithmetic.compute_score)
+register_scorer("arithmetic_partial", arithmetic.compute_partial_score)
 register_scorer("countdown", countdown.compute_score)
 register_scorer("calc_multiply", calc_multiply.compute_score)
 register_scorer(

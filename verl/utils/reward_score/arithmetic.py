@@ -62,3 +62,27 @@ def compute_score(
     if got is None or expected is None:
         return float(format_score)
     return float(score) if got == expected else float(format_score)
+
+
+def compute_partial_score(solution_str: str | None, ground_truth: Any) -> float:
+    """Digit-level partial credit for the arithmetic task (``data_source`` "arithmetic_partial").
+
+    With ``a`` the answer after the last ``####`` and ``g`` the ground truth, both as integers::
+
+        score = 1                                       if a == g
+              = 0.5 * matched / max(len(|a|), len(|g|))  otherwise, 0 without an answer
+
+    where ``matched`` counts the digit positions, aligned from the units, on which ``|a|`` and ``|g|``
+    agree (a wrong sign costs nothing more: the half weight already keeps any wrong answer below a right
+    one). ``"#### 95"`` for 85 gets 0.25; ``"#### 185"`` gets 0.5 * 2/3.
+    """
+    answer = extract_solution(solution_str, method="strict")
+    got = to_decimal(answer) if answer is not None else None
+    expected = to_decimal(ground_truth)
+    if got is None or expected is None or got != got.to_integral_value():
+        return 0.0
+    if got == expected:
+        return 1.0
+    a, g = str(abs(int(got))), str(abs(int(expected)))
+    matched = sum(x == y for x, y in zip(reversed(a), reversed(g)))
+    return 0.5 * matched / max(len(a), len(g))
