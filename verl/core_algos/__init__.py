@@ -24,6 +24,8 @@ it), so the trainer, the workers and ``verl.utils`` may all import it. One modul
     rollout_ratios           the sampler/trainer log ratio per token, its k1/k2/k3 divergences, per-row aggregates
     rollout_correction       importance weights and rejection against that mismatch (``algorithm.rollout_correction``)
     rollout_correction_metrics   the mismatch and correction metrics (``rollout_corr/*``, ``training/rollout_*``)
+    trust_region             update-size control: the policy's drift from the sampling policy, the KL-adaptive
+                             learning rate (``actor.trust_region``)
 
 ``verl.trainer.ppo.core_algos`` re-exports the same objects (same registries) under verl's old module path; the
 rollout-correction modules are imported by name (verl's path for them is ``verl.trainer.ppo.rollout_corr_helper``).
@@ -82,6 +84,7 @@ from .policy_loss import (
 from .policy_loss_cov import compute_policy_loss_clip_cov, compute_policy_loss_kl_cov
 from .policy_loss_dppo import compute_policy_loss_dppo_kl, compute_policy_loss_dppo_tv
 from .policy_loss_sequence import compute_policy_loss_geo_mean, compute_policy_loss_gspo, compute_policy_loss_sapo
+from .trust_region import adapt_lr_scale, policy_drift_kl_sum
 from .value_loss import compute_entropy_loss, compute_overlong_penalty, compute_value_loss
 
 __all__ = [
@@ -144,4 +147,6 @@ __all__ = [
     "register_adv_est",
     "register_policy_loss",
     "truncated_is_weights",
+    "adapt_lr_scale",
+    "policy_drift_kl_sum",
 ]

@@ -120,6 +120,9 @@ def build_trainer(
     return trainer
 
 
+FINAL_EVALS = 3  # evaluations averaged in the held-out line that ends a run
+
+
 def run_ppo(config: DictConfig, callbacks: list | None = None, **build_kwargs: Any) -> dict[str, Any]:
     """Build everything from ``config`` and train; returns the controller's result (last validation, history).
 
@@ -148,12 +151,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         step, acc = history[-1]
         print(f"held-out greedy accuracy: {acc:.1%} at step {step} (trainer.val_only: no training)")
     elif history:
-        (s0, a0), (s1, a1) = history[0], history[-1]
-        print(
-            f"held-out greedy accuracy: {a0:.1%} at step {s0} -> {a1:.1%} at step {s1} "
-            f"({config.algorithm.adv_estimator}, {config.trainer.default_local_dir})"
-        )
+        print(f"{held_out_summary(history)} ({config.algorithm.adv_estimator}, {config.trainer.default_local_dir})")
     return result
+
+
+def held_out_summary(history: list[tuple[int, float]], last: int = FINAL_EVALS) -> str:
+    """The run's held-out line: the first evaluation, then where the run ended as the mean of the ``last``
+    evaluations after it (one greedy evaluation moves by several points from the next), with the last one."""
+    s0, a0 = history[0]
+    tail = history[1:][-last:]
+    if not tail:
+        return f"held-out greedy accuracy: {a0:.1%} at step {s0}"
+    mean = sum(acc for _, acc in tail) / len(tail)
+    s1, a1 = tail[-1]
+    if len(tail) == 1:
+        return f"held-out greedy accuracy: {a0:.1%} at step {s0} -> {a1:.1%} at step {s1}"
+    return (
+        f"held-out greedy accuracy: {a0:.1%} at step {s0} -> {mean:.1%} (mean of the last {len(tail)} "
+        f"evaluations, steps {tail[0][0]}-{s1}; {a1:.1%} at step {s1})"
+    )
 
 
 if __name__ == "__main__":

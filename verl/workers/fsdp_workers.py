@@ -294,7 +294,8 @@ class ActorRolloutRefWorker(Worker):
         data = DataProto(None if data.batch is None else data.batch.copy(), data.non_tensor_batch, meta)
         metrics = self.actor.update_policy(self.to_device(data))
         self._weights_stale = self._engine_owns_weights  # the engine gets them before it samples again
-        metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0]
+        # the rate the last optimizer step used: the schedule's times actor.trust_region's multiplier
+        metrics["actor/lr"] = self.actor_lr_scheduler.get_last_lr()[0] * self.actor.lr_scale
         mem = local_state_bytes(self.actor_module, self.actor_optimizer)  # this worker's shards
         metrics["perf/actor_param_mb"] = mem["param_bytes"] / 2**20
         metrics["perf/actor_optim_state_mb"] = mem["optim_bytes"] / 2**20
@@ -320,6 +321,7 @@ class ActorRolloutRefWorker(Worker):
         """``local_path/{dcp, huggingface, extra_state.pt}``: sharded model + optimizer, full HF weights, LR
         schedule and sampler state."""
         extra = {"lr_scheduler": self.actor_lr_scheduler.state_dict(), "rollout_rng": self.rollout.get_rng_state()}
+        extra["lr_scale"] = self.actor.lr_scale  # actor.trust_region's multiplier: a resumed run goes on with it
         try:
             _save_role_checkpoint(
                 self,
@@ -338,6 +340,7 @@ class ActorRolloutRefWorker(Worker):
         extra = _load_extra(local_path)
         load_dcp(os.path.join(local_path, "dcp"), self.actor_module, self.actor_optimizer)
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
+        self.actor.lr_scale = extra.get("lr_scale", 1.0)  # checkpoints from before actor.trust_region: 1
         self.rollout.set_rng_state(extra["rollout_rng"])
         self._weights_stale = self._engine_owns_weights
 

@@ -27,7 +27,7 @@ from verl.utils.seqlen_balancing import get_reverse_idx, rearrange_micro_batches
 from verl.utils.shared_prefix import shared_prefix_response_logits
 from verl.utils.torch_dtypes import autocast_context as torch_autocast
 from verl.utils.torch_functional import logprobs_and_entropy_from_logits
-from verl.workers.config import FSDPActorConfig
+from verl.workers.config import FSDPActorConfig, trust_region_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +137,10 @@ class DataParallelPPOActor:
         # (bs, R) log-probs before the last update when it was on-policy (no old_log_probs given), else None
         self.on_policy_log_probs: torch.Tensor | None = None
         self.actor_optimizer = actor_optimizer
+        # actor.trust_region's multiplier of the scheduled learning rate (checkpointed by the worker)
+        region = self.config.trust_region
+        self.trust_region_on = trust_region_enabled(self.config)
+        self.lr_scale = region.initial_lr_ratio if self.trust_region_on and region.adapt_lr else 1.0
         self.use_remove_padding = bool(use_remove_padding)
         self.use_shared_prefix = bool(use_shared_prefix)
         self.pad_token_id = int(pad_token_id)
@@ -273,10 +277,14 @@ class DataParallelPPOActor:
         metrics: dict[str, list[float]] = defaultdict(list)
         self.on_policy_log_probs = None
         generator = torch.Generator().manual_seed(int(data.meta_info.get("global_steps", 0)))
-        for _ in range(cfg.ppo_epochs):
+        region = cfg.trust_region if self.trust_region_on and not on_policy else None  # None: measure only
+        stopped = False
+        for epoch in range(cfg.ppo_epochs):
             order = torch.randperm(len(data), generator=generator) if cfg.shuffle else torch.arange(len(data))
             shuffled = data[order] if cfg.shuffle else data
-            for mini in shuffled.split(mini_bsz):
+            for index, mini in enumerate(shuffled.split(mini_bsz)):
+                if stopped:
+                    break
                 self.actor_optimizer.zero_grad(set_to_none=True)
                 micros, groups = make_micro_batches(
                     mini, micro_bsz, cfg.use_dynamic_bsz, cfg.ppo_max_token_len_per_gpu, self.use_shared_prefix
@@ -284,6 +292,7 @@ class DataParallelPPOActor:
                 pre_update: list[torch.Tensor] = []  # on-policy: the log-probs before this (only) step
                 counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
                 weighted: dict[str, float] = defaultdict(float)
+                drift = torch.zeros(2, dtype=torch.float64)  # k3 sum and token count: KL(pi_old || pi_theta)
                 for micro in micros:
                     weight = core_algos.micro_batch_loss_weight(
                         micro.batch["response_mask"], counts, agg_mode, dp_size()
@@ -291,6 +300,12 @@ class DataParallelPPOActor:
                     stats, log_prob = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy, agg_mode)
                     if on_policy:
                         pre_update.append(log_prob)
+                    else:
+                        drift += torch.stack(
+                            core_algos.policy_drift_kl_sum(
+                                micro.batch["old_log_probs"], log_prob, micro.batch["response_mask"]
+                            )
+                        )
                     token_weight = core_algos.micro_batch_loss_weight(
                         micro.batch["response_mask"], counts, "token-mean", dp_size()
                     )
@@ -301,14 +316,54 @@ class DataParallelPPOActor:
                     metrics[k].append(v)
                 if on_policy:  # the old log-probs the trainer skipped, for its mismatch metrics
                     self.on_policy_log_probs = _in_batch_order(pre_update, order, groups)
+                if not on_policy and (epoch, index) != (0, 0):  # the first mini-batch has not moved yet
+                    stopped = self._steer_step_size(region, drift, metrics)
+                    if stopped:  # too far from the sampling policy: this and the remaining updates are skipped
+                        break
                 grad_norm = clip_grad_norm(self.actor_module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
-                    self.actor_optimizer.step()
+                    self._optimizer_step()
                 else:  # skip the step rather than poison the weights; the metric shows it
                     self.actor_optimizer.zero_grad(set_to_none=True)
                 metrics["actor/grad_norm"].append(float(grad_norm))
+        if region is not None:
+            metrics["actor/lr_scale"].append(self.lr_scale)
+            metrics["actor/trust_region_stop"].append(float(stopped))
         self.actor_optimizer.zero_grad(set_to_none=True)
         return dict(metrics)
+
+    def _steer_step_size(self, region, drift: torch.Tensor, metrics: dict[str, list[float]]) -> bool:
+        """actor.trust_region on one mini-batch's measured drift (summed over ranks, so every rank decides alike):
+        log it and, with the control on (``region``), move the learning-rate multiplier and say whether the step
+        stops here."""
+        total, count = all_reduce_sum(drift).tolist()
+        kl = total / max(count, 1.0)
+        metrics["actor/policy_drift_kl"].append(kl)
+        if region is None:
+            return False
+        if region.early_stop_ratio > 0 and kl > region.early_stop_ratio * region.target_kl:
+            self.lr_scale = max(region.min_lr_ratio, self.lr_scale / region.lr_factor) if region.adapt_lr else 1.0
+            return True
+        if region.adapt_lr:
+            self.lr_scale = core_algos.adapt_lr_scale(
+                self.lr_scale, kl, region.target_kl, region.lr_factor, region.min_lr_ratio, region.max_lr_ratio
+            )
+        return False
+
+    def _optimizer_step(self) -> None:
+        """One optimizer step at the scheduled learning rate times ``lr_scale``; the schedule itself is untouched (its
+        next step recomputes the rate from its own base)."""
+        if self.lr_scale == 1.0:
+            self.actor_optimizer.step()
+            return
+        scheduled = [group["lr"] for group in self.actor_optimizer.param_groups]
+        for group in self.actor_optimizer.param_groups:
+            group["lr"] = group["lr"] * self.lr_scale
+        try:
+            self.actor_optimizer.step()
+        finally:
+            for group, lr in zip(self.actor_optimizer.param_groups, scheduled):
+                group["lr"] = lr
 
     def _micro_step(
         self,

@@ -11,7 +11,16 @@ from verl.utils.profiler.config import ProfilerConfig
 from verl.workers.config.engine import FSDPEngineConfig, McoreEngineConfig
 from verl.workers.config.optimizer import FSDPOptimizerConfig, McoreOptimizerConfig
 
-__all__ = ["ActorConfig", "FSDPActorConfig", "McoreActorConfig", "PolicyLossConfig", "RefConfig", "RouterReplayConfig"]
+__all__ = [
+    "ActorConfig",
+    "FSDPActorConfig",
+    "McoreActorConfig",
+    "PolicyLossConfig",
+    "RefConfig",
+    "RouterReplayConfig",
+    "TrustRegionConfig",
+    "trust_region_enabled",
+]
 
 
 def check_loss_agg_mode(section: str, mode: str) -> None:
@@ -64,6 +73,52 @@ class PolicyLossConfig(BaseConfig):
     dro_beta: float | None = None  # dro: weight of the quadratic log-ratio penalty (required with loss_mode=dro)
 
 
+DEFAULT_ACTOR_LR = 2.0e-4  # actor.optim.lr's default: the ceiling of actor.trust_region's learning rate
+
+
+@dataclass
+class TrustRegionConfig(BaseConfig):
+    """Update-size control (``actor.trust_region``; `verl.core_algos.trust_region`): each mini-batch after a step's
+    first measures the KL between the policy being trained and the one that sampled the batch (k3 on the old
+    log-probs: free, the loss has both); above ``early_stop_ratio * target_kl`` the step's remaining mini-batches
+    are skipped, and the learning rate's multiplier moves by ``lr_factor`` toward ``target_kl`` within
+    [min_lr_ratio, max_lr_ratio] of optim.lr, from ``initial_lr_ratio`` (a warm-up as fast as the KL allows: Adam's
+    first steps are its largest). Needs more than one mini-batch per step or ppo_epochs > 1 (the first mini-batch is
+    on-policy); ``actor/policy_drift_kl`` is logged either way."""
+
+    # null (auto): on at the default optim.lr, off when a script sets its own (verl's fixed rate); true / false
+    enable: bool | None = None
+    target_kl: float = 0.0005  # the drift, KL(pi_old || pi_theta) per response token, a mini-batch step should reach
+    early_stop_ratio: float = 4.0  # skip the step's remaining mini-batches past this x target_kl (0: never)
+    adapt_lr: bool = True  # steer the learning rate toward target_kl (false: only the early stop)
+    lr_factor: float = 1.5  # the multiplier's change per mini-batch: / it above 2 x target, x it below target / 2
+    initial_lr_ratio: float = 0.1  # the multiplier at the first step
+    min_lr_ratio: float = 0.01  # the multiplier's floor, as a share of optim.lr
+    max_lr_ratio: float = 1.0  # its ceiling: optim.lr is the largest learning rate used
+
+    def __post_init__(self) -> None:
+        if self.target_kl <= 0:
+            raise ValueError(f"actor.trust_region.target_kl={self.target_kl}: must be > 0")
+        if self.lr_factor < 1:
+            raise ValueError(f"actor.trust_region.lr_factor={self.lr_factor}: must be >= 1")
+        if not self.min_lr_ratio <= self.initial_lr_ratio <= self.max_lr_ratio:
+            raise ValueError(
+                f"actor.trust_region.initial_lr_ratio={self.initial_lr_ratio}: must be within [min_lr_ratio "
+                f"({self.min_lr_ratio}), max_lr_ratio ({self.max_lr_ratio})]"
+            )
+        if not 0 < self.min_lr_ratio <= self.max_lr_ratio:
+            raise ValueError(
+                f"actor.trust_region: need 0 < min_lr_ratio ({self.min_lr_ratio}) <= max_lr_ratio ({self.max_lr_ratio})"
+            )
+
+
+def trust_region_enabled(actor: Any) -> bool:
+    """``actor.trust_region.enable`` resolved: null (auto) is on at the default learning rate and off when the
+    script set its own ``optim.lr`` (so a verl script keeps verl's fixed rate)."""
+    enable = actor.trust_region.enable
+    return bool(enable) if enable is not None else float(actor.optim.lr) == DEFAULT_ACTOR_LR
+
+
 @dataclass
 class ActorConfig(BaseConfig):
     """The policy update: batch sizes, PPO clipping, loss aggregation, entropy and KL terms, the optimizer.
@@ -100,7 +155,8 @@ class ActorConfig(BaseConfig):
     # algorithm.rollout_correction.rollout_is=token with rollout_is_threshold=cap; setting both is an error)
     tis_imp_ratio_cap: float = -1
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)  # the loss function and its knobs
-    optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=2.0e-4))  # the actor's AdamW
+    optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=DEFAULT_ACTOR_LR))  # AdamW
+    trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)  # update-size control (KL to pi_old)
     # deprecated in verl: responses per micro-batch over all workers; sets ppo_micro_batch_size_per_gpu = it // workers
     ppo_micro_batch_size: int | None = None
     # no effect: the passes run eagerly (benchmarks/RESULTS.md: compile did not pay on CPU)
