@@ -1,0 +1,744 @@
+"""Learning suite: do the default settings learn on tasks they were never tuned on, and against TRL's GRPOTrainer?
+
+    python benchmarks/learning_suite.py                          # every task, 3 seeds each side (~2 h on 2 cores)
+    python benchmarks/learning_suite.py --tasks sum3-55,sub2-30 --seeds 1   # a subset
+    python benchmarks/learning_suite.py --sides ours --variant lr1e-5:actor_rollout_ref.actor.optim.lr=1e-5
+    python benchmarks/learning_suite.py --smoke                  # CI: one short task, one seed, ours only
+    python benchmarks/learning_suite.py --report-only            # rebuild the table and the PNG from saved runs
+
+Each task differs from the built-in default (2-digit addition from the shipped warm start) the way users' tasks
+differ: the operation and its length (subtraction, three-term sums, multiplication by one digit, countdown), the
+reward (exact match or digit-level partial credit), the response length (an answer alone, ~8 tokens, to worked
+steps, ~35), the warm start's held-out accuracy (about 10, 30, 55 and 75%) and the model (the default tiny Qwen2,
+hidden 128 / 2 layers, and a larger one, hidden 384 / 6 layers).
+
+Warm starts: the SFT trainer (``verl.trainer.main_sft``) on the task's own generated reference responses, from a
+fresh tiny model, a checkpoint every few steps; the checkpoint whose greedy held-out accuracy is closest to the
+task's target is the warm start (cached under ``--work-dir/warmstarts``; nothing is shipped).
+
+Runs: each (side, task, seed) is a subprocess with the same thread count, training for a fixed budget of training
+wall-clock seconds (``--budget-s``; evaluation time is not counted), with a greedy held-out evaluation of the live
+policy at 0, 1/4, 1/2, 3/4 and all of the budget (the first step boundary past each point), by one function for both
+sides (`verl.utils.evaluation.evaluate_greedy_accuracy`: exact-match accuracy on the task's 200 test problems,
+disjoint from training by problem). A run's end is the mean of its last two evaluations (one greedy evaluation
+moves by several points); its gain is end - warm start.
+
+- ours: ``python -m verl.trainer.main_ppo``'s default config (``main_ppo`` builds the same trainer) with only the
+  task's model, data and lengths set, driven step by step through the Python API (``build_trainer``,
+  ``train_step``). ``--variant NAME:key=value,...`` adds configurations of ours.
+- TRL: ``GRPOTrainer`` with the same batch per generation (64 prompts x 8 samples, four optimizer steps of 16
+  prompts each, as ours), the same sampling (temperature 1, full vocabulary), TRL's loss defaults (``dapo``
+  token-level loss, epsilon 0.2, beta 0, group-scaled rewards), fp32 and no gradient checkpointing (faster here), a
+  constant learning rate: the best of ``--trl-lrs`` by the gain of seed 1 on that task (chosen once per task; that
+  run is its seed 1).
+
+Each run's JSON is kept under ``--work-dir/runs``; an interrupted suite resumes where it stopped. Output: a Markdown
+section (per task: warm start, each side's end and gain with mean and standard deviation over seeds, the acceptance
+checks of issue 19) printed and, with ``--write-docs``, put into docs/results.md, and a PNG of held-out accuracy
+against training time (mean per side, min-max band over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+SECTION = "## Learning suite: the defaults on tasks they were never tuned on"
+SMALL = "builtin://tiny-qwen2?hidden_size=128&num_layers=2&seed=0"
+LARGE = "builtin://tiny-qwen2?hidden_size=384&num_layers=6&seed=0"
+HELD_OUT_SIZE = 200
+EVAL_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+TRL_LRS = (2e-5, 6e-5, 2e-4)
+FLOOR_POINTS = 2.0  # acceptance: no task and seed ends more than this below its warm start
+MARGIN_POINTS = 10.0  # acceptance: our mean gain at least TRL's best-learning-rate gain + this
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteTask:
+    """One task: a built-in generator's options, the warm start's target accuracy, the model, the lengths."""
+
+    name: str
+    task: str  # built-in task (verl.data.tasks)
+    options: str  # its options as a builtin:// query string
+    target: float  # warm start's held-out accuracy to aim for
+    model: str = SMALL
+    response_length: int = 32
+    sft_steps: int = 800  # SFT schedule length (cosine); checkpoints every sft_every steps
+    sft_every: int = 20
+    what: str = ""
+    shipped: str = ""  # a shipped warm start instead of one made by SFT (the built-in default task)
+
+    def files(self) -> tuple[str, str]:
+        query = f"&{self.options}" if self.options else ""
+        return (
+            f"builtin://{self.task}/train?size=4000{query}",
+            f"builtin://{self.task}/test?size={HELD_OUT_SIZE}{query}",
+        )
+
+
+REFERENCE = SuiteTask(
+    "default-add2",
+    "arithmetic",
+    "",
+    0.30,
+    shipped="builtin://tiny-qwen2-arith-sft",
+    what="the built-in default (the defaults were tuned on it), for reference",
+)
+TASKS = (
+    SuiteTask("sub2-30", "arithmetic", "ops=-", 0.30, what="2-digit subtraction (negative results), exact"),
+    SuiteTask("sum3-55", "arithmetic", "terms=3", 0.55, sft_steps=1600, what="three-term 2-digit sums, exact"),
+    SuiteTask(
+        "mul1-30",
+        "arithmetic",
+        "min_digits=2&max_digits=3&ops=*&mul_digits=1",
+        0.30,
+        sft_steps=1000,
+        what="2-3-digit x 1-digit products, exact",
+    ),
+    SuiteTask(
+        "countdown-10",
+        "countdown",
+        "num_numbers=3&max_number=15&max_target=50",
+        0.10,
+        response_length=40,
+        sft_steps=1000,
+        what="countdown, 3 numbers (1-15) to a target <= 50 (any valid expression), exact",
+    ),
+    SuiteTask(
+        "add3-partial-10",
+        "arithmetic",
+        "min_digits=3&max_digits=3&reward=partial",
+        0.10,
+        sft_steps=1000,
+        what="3-digit sums, digit-level partial credit",
+    ),
+    SuiteTask(
+        "add2-answer-75",
+        "arithmetic",
+        "style=answer",
+        0.75,
+        response_length=12,
+        what="2-digit sums, the answer alone (~8 tokens), exact",
+    ),
+    SuiteTask(
+        "sum3-steps-30",
+        "arithmetic",
+        "terms=3&style=steps",
+        0.30,
+        response_length=48,
+        sft_steps=1200,
+        what="three-term sums written as partial results (~35 tokens), exact",
+    ),
+    SuiteTask(
+        "sub2-55-large",
+        "arithmetic",
+        "ops=-",
+        0.55,
+        model=LARGE,
+        sft_steps=600,
+        what="2-digit subtraction, hidden 384 / 6 layers, exact",
+    ),
+    SuiteTask(
+        "sum3-30-large",
+        "arithmetic",
+        "terms=3",
+        0.30,
+        model=LARGE,
+        sft_steps=1000,
+        what="three-term sums, hidden 384 / 6 layers, exact",
+    ),
+)
+SMOKE_TASK = "add2-answer-75"
+
+
+def get_tasks(names: str | None) -> list[SuiteTask]:
+    by_name = {t.name: t for t in (*TASKS, REFERENCE)}
+    if not names:
+        return list(TASKS)
+    unknown = [n for n in names.split(",") if n not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown task(s) {unknown}; the suite's tasks: {sorted(by_name)}")
+    return [by_name[n] for n in names.split(",")]
+
+
+# --------------------------------------------------------------------------------------------------- evaluation
+def held_out_rows(task: SuiteTask) -> list:
+    from verl.data.tasks import resolve_data_files
+    from verl.utils.dataset.parquet import read_parquet_rows
+
+    return read_parquet_rows([resolve_data_files(task.files()[1])])
+
+
+def held_out_accuracy(model, tokenizer, rows: list, task: SuiteTask) -> float:
+    """Greedy exact-match accuracy on the held-out rows: the same function for every side and every checkpoint."""
+    from verl.utils.evaluation import evaluate_greedy_accuracy
+
+    was_training = model.training
+    model.eval()
+    try:
+        return evaluate_greedy_accuracy(model, tokenizer, rows, max_new_tokens=task.response_length)["acc"]
+    finally:
+        model.train(was_training)
+
+
+# --------------------------------------------------------------------------------------------------- warm starts
+def warm_start(task: SuiteTask, work_dir: str, threads: int) -> dict:
+    """The task's warm start (made once, then read from ``<work-dir>/warmstarts/<task>/warmstart.json``)."""
+    out = os.path.join(work_dir, "warmstarts", task.name)
+    card = os.path.join(out, "warmstart.json")
+    if not os.path.isfile(card):
+        spec = {"kind": "warmstart", "task": dataclasses.asdict(task), "out": out}
+        run_child(spec, os.path.join(out, "make.json"), threads)
+    with open(card) as f:
+        return json.load(f)
+
+
+def child_warmstart(spec: dict) -> dict:
+    import shutil
+
+    from verl.trainer.main_sft import run_sft
+    from verl.utils.config import load_config
+    from verl.utils.model import load_causal_lm, load_tokenizer
+
+    task = SuiteTask(**spec["task"])
+    out = spec["out"]
+    if task.shipped:
+        from verl.utils.model import resolve_model_path
+
+        model_dir = resolve_model_path(task.shipped)
+        acc = held_out_accuracy(load_causal_lm(model_dir), load_tokenizer(model_dir), held_out_rows(task), task)
+        card = {"task": task.name, "model": model_dir, "base": task.shipped, "sft": "shipped", "held_out_acc": acc}
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "warmstart.json"), "w") as f:
+            json.dump(card, f, indent=1)
+        return card
+    sft_dir = os.path.join(out, "sft")
+    train, test = task.files()
+    overrides = [
+        f"model.partial_pretrain={task.model}",
+        f"data.train_files={train}",
+        f"data.val_files={test}",
+        f"trainer.total_training_steps={task.sft_steps}",
+        f"trainer.save_freq={task.sft_every}",
+        f"trainer.default_local_dir={sft_dir}",
+        "trainer.logger=[file]",
+    ]
+    start = time.perf_counter()
+    run_sft(load_config("sft_trainer", overrides))
+    sft_s = time.perf_counter() - start
+    rows = held_out_rows(task)
+    scores: dict[int, float] = {}
+
+    def score(step: int) -> float:
+        if step not in scores:
+            ckpt = os.path.join(sft_dir, f"global_step_{step}")
+            scores[step] = held_out_accuracy(load_causal_lm(ckpt), load_tokenizer(ckpt), rows, task)
+            print(f"{task.name} SFT step {step}: held-out {scores[step]:.1%}", flush=True)
+        return scores[step]
+
+    saved = list(range(task.sft_every, task.sft_steps, task.sft_every))
+    coarse = saved[4::5] or saved  # every fifth checkpoint, then every one around the closest of those
+    best = min(coarse, key=lambda s: abs(score(s) - task.target))
+    for step in saved:
+        if abs(step - best) <= 4 * task.sft_every:
+            score(step)
+    step = min(scores, key=lambda s: abs(scores[s] - task.target))
+    model_dir = os.path.join(out, "model")
+    shutil.rmtree(model_dir, ignore_errors=True)
+    shutil.copytree(os.path.join(sft_dir, f"global_step_{step}"), model_dir)
+    shutil.rmtree(sft_dir)
+    card = {
+        "task": task.name,
+        "model": model_dir,
+        "base": task.model,
+        "sft": "python -m verl.trainer.main_sft " + " ".join(overrides[:-2]) + f"; step {step}",
+        "held_out_acc": scores[step],
+        "target": task.target,
+        "checkpoints": {str(s): a for s, a in scores.items()},
+        "sft_s": round(sft_s, 1),
+    }
+    with open(os.path.join(out, "warmstart.json"), "w") as f:
+        json.dump(card, f, indent=1)
+    return card
+
+
+# --------------------------------------------------------------------------------------------------- the runs
+class EvalClock:
+    """Training time (evaluations excluded) and the evaluations due at fractions of the budget."""
+
+    def __init__(self, budget_s: float, evaluate):
+        self.budget_s, self.evaluate = budget_s, evaluate
+        self.points = [f * budget_s for f in EVAL_FRACTIONS]
+        self.train_s = 0.0
+        self.curve: list[dict] = []
+        self.trace: list[dict] = []  # every step's logged metrics
+        self.steps = 0
+
+    def start(self) -> None:
+        self._evaluate_due()
+        self._t0 = time.perf_counter()
+
+    def step_done(self, metrics: dict | None = None) -> bool:
+        """Count a finished step; evaluate when a point is due; True when the budget is spent."""
+        self.train_s += time.perf_counter() - self._t0
+        self.steps += 1
+        picked = {k: round(v, 6) for k, v in (metrics or {}).items() if k in LOGGED}
+        if picked:
+            self.trace.append({"step": self.steps, **picked})
+        self._evaluate_due(metrics or {})
+        self._t0 = time.perf_counter()
+        return self.train_s >= self.budget_s
+
+    def _evaluate_due(self, metrics: dict | None = None) -> None:
+        if self.points and self.train_s >= self.points[0]:
+            while self.points and self.train_s >= self.points[0]:
+                self.points.pop(0)
+            row = {"train_s": round(self.train_s, 2), "step": self.steps, "acc": self.evaluate()}
+            row.update({k: v for k, v in (metrics or {}).items() if k in LOGGED})
+            self.curve.append(row)
+            print(json.dumps(row), flush=True)
+
+
+LOGGED = (
+    "critic/score/mean",
+    "actor/lr",
+    "actor/ppo_kl",
+    "actor/policy_drift_kl",
+    "actor/entropy",
+    "actor/trust_region_stop",
+    "actor/pg_clipfrac",
+    "actor/grad_norm",
+)
+
+
+def child_ours(spec: dict) -> dict:
+    from verl.trainer.main_ppo import build_trainer
+    from verl.utils.config import load_config
+    from verl.utils.model import load_tokenizer
+
+    task = SuiteTask(**spec["task"])
+    train, test = task.files()
+    overrides = [
+        f"actor_rollout_ref.model.path={spec['model']}",
+        f"data.train_files={train}",
+        f"data.val_files={test}",
+        f"data.max_response_length={task.response_length}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.total_training_steps=100000",
+        "trainer.logger=[]",
+        "trainer.resume_mode=disable",
+        f"trainer.seed={spec['seed']}",
+        f"trainer.default_local_dir={spec['out']}",
+        *spec["overrides"],
+    ]
+    trainer = build_trainer(load_config("ppo_trainer", overrides))
+    module = trainer.actor_rollout_wg.actor_module
+    tokenizer = load_tokenizer(spec["model"])
+    rows = held_out_rows(task)
+    clock = EvalClock(spec["budget_s"], lambda: held_out_accuracy(module, tokenizer, rows, task))
+    clock.start()
+    done = False
+    while not done:
+        done = clock.step_done(trainer.train_step())
+    trainer.shutdown()
+    return {"curve": clock.curve, "steps": clock.steps, "trace": clock.trace}
+
+
+def child_trl(spec: dict) -> dict:
+    import tempfile
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from verl.data.tasks import resolve_data_files
+    from verl.utils.dataset.parquet import read_parquet_rows, render_prompt
+    from verl.utils.reward_score import default_compute_score
+
+    task = SuiteTask(**spec["task"])
+    torch.manual_seed(spec["seed"])
+    tokenizer = AutoTokenizer.from_pretrained(spec["model"])
+    train_rows = read_parquet_rows([resolve_data_files(task.files()[0])])
+    data = Dataset.from_list(
+        [
+            {
+                "prompt": render_prompt(tokenizer, list(r.data["prompt"])),
+                "ground_truth": json.dumps(r.data["reward_model"]["ground_truth"]),
+                "data_source": r.data["data_source"],
+            }
+            for r in train_rows
+        ]
+    )
+    model = AutoModelForCausalLM.from_pretrained(spec["model"], dtype=torch.float32)
+
+    def task_reward(completions, ground_truth, data_source, **kwargs):
+        return [
+            float(default_compute_score(src, c, json.loads(gt)))
+            for c, gt, src in zip(completions, ground_truth, data_source)
+        ]
+
+    prompts, n = 64, 8  # ours: data.train_batch_size=64, rollout.n=8, ppo_mini_batch_size=16
+    args = GRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="trl-suite-"),
+        per_device_train_batch_size=16 * n,
+        generation_batch_size=prompts * n,  # one generation feeds four optimizer steps, as ours
+        gradient_accumulation_steps=1,
+        num_generations=n,
+        max_completion_length=task.response_length,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        learning_rate=spec["lr"],
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_steps=100000,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        seed=spec["seed"],
+        logging_steps=1000000,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=task_reward, args=args, train_dataset=data, processing_class=tokenizer
+    )
+    rows = held_out_rows(task)
+    clock = EvalClock(spec["budget_s"], lambda: held_out_accuracy(trainer.model, tokenizer, rows, task))
+
+    class Budget(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            clock.start()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if clock.step_done():
+                control.should_training_stop = True
+
+    trainer.add_callback(Budget())
+    trainer.train()
+    return {"curve": clock.curve, "steps": clock.steps}
+
+
+CHILDREN = {"warmstart": child_warmstart, "ours": child_ours, "trl": child_trl}
+
+
+def run_child(spec: dict, result_path: str, threads: int) -> dict:
+    """Run one child in a fresh interpreter (its own threads, memory and imports); its result is saved as JSON."""
+    os.makedirs(os.path.dirname(result_path), exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    if threads > 0:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    log = result_path.removesuffix(".json") + ".log"
+    start = time.perf_counter()
+    with open(log, "w") as f:
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec), "--child-out", result_path],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+        )
+    if proc.returncode != 0:
+        with open(log) as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"{spec['kind']} {spec['task']['name']} failed (exit {proc.returncode}); {log}:\n{tail}")
+    with open(result_path) as f:
+        result = json.load(f)
+    result["wall_s"] = round(time.perf_counter() - start, 1)
+    with open(result_path, "w") as f:
+        json.dump(result, f, indent=1)
+    return result
+
+
+def run_side(side: str, task: SuiteTask, seed: int, card: dict, args, lr: float | None = None, overrides=()) -> dict:
+    """One run (cached: a finished run's JSON is read back), its summary line printed."""
+    label = f"{side}-s{seed}" + (f"-lr{lr:g}" if lr is not None else "")
+    path = os.path.join(args.work_dir, "runs", task.name, label + ".json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            return json.load(f)
+    spec = {
+        "kind": "trl" if side == "trl" else "ours",
+        "task": dataclasses.asdict(task),
+        "seed": seed,
+        "model": card["model"],
+        "budget_s": args.budget_s * (2 if task.model == LARGE else 1),
+        "out": os.path.join(args.work_dir, "scratch", task.name, label),
+        "overrides": list(overrides),
+    }
+    if lr is not None:
+        spec["lr"] = lr
+    result = run_child(spec, path, args.threads)
+    result.update(side=side, seed=seed, lr=lr, label=label)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"{task.name} {label}: {summarize_curve(result['curve'], card['held_out_acc'])}", flush=True)
+    return result
+
+
+# --------------------------------------------------------------------------------------------------- summaries
+def run_end(curve: list[dict]) -> float:
+    """Where a run ended: the mean of its last two evaluations."""
+    return statistics.fmean(row["acc"] for row in curve[-2:])
+
+
+def summarize_curve(curve: list[dict], warm: float) -> str:
+    points = " ".join(f"{row['acc']:.0%}@{row['train_s']:.0f}s" for row in curve)
+    return f"{points}; end {run_end(curve):.1%}, gain {100 * (run_end(curve) - warm):+.1f}"
+
+
+def spread(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def task_summary(task: SuiteTask, card: dict, sides: dict[str, list[dict]], trl_lr: dict) -> dict:
+    warm = card["held_out_acc"]
+    out = {"task": task.name, "what": task.what, "warm": warm, "model": task.model}
+    for side, runs in sides.items():
+        gains = [100 * (run_end(r["curve"]) - warm) for r in runs]
+        ends = [100 * run_end(r["curve"]) for r in runs]
+        out[side] = {
+            "gain": spread(gains),
+            "end": spread(ends),
+            "worst_gain": min(gains),
+            "steps": statistics.fmean(r["steps"] for r in runs),
+            "seeds": [r["seed"] for r in runs],
+        }
+    if trl_lr:
+        out["trl_lr"] = trl_lr
+    return out
+
+
+def report(summaries: list[dict], args, side_names: list[str]) -> str:
+    head = "| task | what | warm start | " + " | ".join(f"{s} end | {s} gain" for s in side_names) + " |"
+    lines = [head, "|" + "---|" * (3 + 2 * len(side_names))]
+    for s in summaries:
+        cells = []
+        for side in side_names:
+            if side not in s:
+                cells += ["", ""]
+                continue
+            end, gain = s[side]["end"], s[side]["gain"]
+            label = f" (lr {s['trl_lr']['best']:g})" if side == "trl" and "trl_lr" in s else ""
+            cells += [f"{end[0]:.1f} ± {end[1]:.1f}", f"{gain[0]:+.1f} ± {gain[1]:.1f}{label}"]
+        lines.append(f"| {s['task']} | {s['what']} | {100 * s['warm']:.1f} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines)
+    checks = acceptance(summaries, side_names)
+    if checks:
+        text += "\n\n" + "\n".join(f"- {c}" for c in checks)
+    return text
+
+
+def acceptance(summaries: list[dict], side_names: list[str]) -> list[str]:
+    out = []
+    ours = [n for n in side_names if n != "trl"]
+    for name in ours:
+        rows = [s for s in summaries if name in s]
+        if not rows:
+            continue
+        worst = min(rows, key=lambda s: s[name]["worst_gain"])
+        ok = worst[name]["worst_gain"] >= -FLOOR_POINTS
+        out.append(
+            f"{name}: worst run {worst[name]['worst_gain']:+.1f} points against its warm start ({worst['task']}); "
+            f"the floor is -{FLOOR_POINTS:g}: {'met' if ok else 'NOT met'}"
+        )
+        both = [s for s in rows if "trl" in s]
+        if both:
+            mine = statistics.fmean(s[name]["gain"][0] for s in both)
+            theirs = statistics.fmean(s["trl"]["gain"][0] for s in both)
+            ok = mine >= theirs + MARGIN_POINTS
+            out.append(
+                f"{name}: mean gain {mine:+.1f} points over {len(both)} tasks against TRL's best-learning-rate "
+                f"{theirs:+.1f} (difference {mine - theirs:+.1f}, the bar +{MARGIN_POINTS:g}): "
+                f"{'met' if ok else 'NOT met'}"
+            )
+    return out
+
+
+def plot(results: dict, cards: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    cols = 3
+    rows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        for side, runs in results[name].items():
+            if not runs:
+                continue
+            k = min(len(r["curve"]) for r in runs)
+            xs = [statistics.fmean(r["curve"][i]["train_s"] for r in runs) for i in range(k)]
+            accs = [[100 * r["curve"][i]["acc"] for r in runs] for i in range(k)]
+            line = ax.plot(xs, [statistics.fmean(a) for a in accs], marker="o", ms=3, label=side)[0]
+            ax.fill_between(xs, [min(a) for a in accs], [max(a) for a in accs], alpha=0.2, color=line.get_color())
+        ax.axhline(100 * cards[name]["held_out_acc"], color="grey", lw=0.8, ls="--")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("training time (s)", fontsize=8)
+        ax.set_ylabel("held-out accuracy (%)", fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+# --------------------------------------------------------------------------------------------------- main
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    name, _, rest = text.partition(":")
+    return name, [kv for kv in rest.split(",") if kv]
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tasks", default=None, help="comma-separated task names (default: all)")
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--sides", default="ours,trl", help="ours (and --variant names) and/or trl")
+    p.add_argument("--variant", action="append", default=[], help="NAME:key=value,... a configuration of ours")
+    p.add_argument("--budget-s", type=float, default=60.0, help="training seconds per run (doubled on large tasks)")
+    p.add_argument("--trl-lrs", default=",".join(f"{lr:g}" for lr in TRL_LRS))
+    p.add_argument("--threads", type=int, default=2, help="OpenMP threads per run")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time (2 with --threads 1 uses both cores)")
+    p.add_argument("--work-dir", default="outputs/learning_suite")
+    p.add_argument("--smoke", action="store_true", help=f"CI: {SMOKE_TASK} (60 SFT steps), seed 1, 4 s budget")
+    p.add_argument("--report-only", action="store_true")
+    p.add_argument("--write-docs", action="store_true", help="put the section into docs/results.md")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child)
+        result = CHILDREN[spec["kind"]](spec)
+        with open(args.child_out, "w") as f:
+            json.dump(result, f)
+        return [result]
+    if args.smoke:  # the whole pipeline in about a minute: a short SFT warm start, one seed, one TRL rate
+        args.tasks, args.seeds, args.budget_s = SMOKE_TASK, "1", 4.0
+        args.trl_lrs = args.trl_lrs if "," not in args.trl_lrs else f"{TRL_LRS[1]:g}"
+    args.work_dir = os.path.abspath(args.work_dir)
+    args.trl_lrs = [float(x) for x in args.trl_lrs.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    variants = dict(parse_variant(v) for v in args.variant)
+    side_names = [s for s in args.sides.split(",") if s]
+    side_names += [v for v in variants if v not in side_names]
+    tasks = get_tasks(args.tasks)
+    if args.smoke:
+        tasks = [dataclasses.replace(t, sft_steps=60, sft_every=20) for t in tasks]
+    cards = {t.name: warm_start(t, args.work_dir, args.threads) for t in tasks}
+    for task in tasks:
+        card = cards[task.name]
+        print(f"{task.name}: warm start {card['held_out_acc']:.1%} ({card['sft'].split(';')[-1].strip()})", flush=True)
+    if not args.report_only:
+        run_suite(tasks, cards, seeds, side_names, variants, args)
+    summaries, results = [], {}
+    for task in tasks:
+        trl_lr = _saved_trl_lr(task, cards[task.name], args, seeds[0]) if "trl" in side_names else {}
+        runs = {side: [_saved(task, side, seed, args, trl_lr) for seed in seeds] for side in side_names}
+        runs = {side: [r for r in rs if r] for side, rs in runs.items()}
+        runs = {side: rs for side, rs in runs.items() if rs}
+        results[task.name] = runs
+        summaries.append(task_summary(task, cards[task.name], runs, trl_lr))
+    text = report(summaries, args, side_names)
+    print(text)
+    img = os.path.join(args.work_dir, "learning_suite.png")
+    plot(results, cards, img)
+    if args.write_docs:
+        write_docs(text, summaries, cards, args, img)
+    with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
+        json.dump(summaries, f, indent=1)
+    return summaries
+
+
+def run_suite(
+    tasks: list[SuiteTask], cards: dict, seeds: list[int], side_names: list[str], variants: dict, args
+) -> None:
+    """Every run, ``--jobs`` at a time, in two waves: ours (and variants) for every seed interleaved with TRL's
+    learning-rate search on the first seed; then TRL's other seeds at the rate that search chose per task."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def wave(jobs: list[tuple]) -> None:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = [
+                pool.submit(run_side, side, task, seed, cards[task.name], args, lr, variants.get(side, ()))
+                for side, task, seed, lr in jobs
+            ]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise RuntimeError(f"{len(errors)} of {len(jobs)} runs failed; the first: {errors[0]}")
+
+    first = []
+    for task in tasks:
+        ours = [(side, task, seed, None) for seed in seeds for side in side_names if side != "trl"]
+        search = [("trl", task, seeds[0], lr) for lr in args.trl_lrs] if "trl" in side_names else []
+        for i in range(max(len(ours), len(search))):  # alternate the sides: concurrent runs slow them alike
+            first += ours[i : i + 1] + search[i : i + 1]
+    wave(first)
+    if "trl" in side_names:
+        best = {t.name: _saved_trl_lr(t, cards[t.name], args, seeds[0])["best"] for t in tasks}
+        wave([("trl", task, seed, best[task.name]) for task in tasks for seed in seeds[1:]])
+
+
+def _saved(task: SuiteTask, side: str, seed: int, args, trl_lr: dict) -> dict | None:
+    label = f"{side}-s{seed}" + (f"-lr{trl_lr['best']:g}" if side == "trl" and trl_lr else "")
+    path = os.path.join(args.work_dir, "runs", task.name, label + ".json")
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _saved_trl_lr(task: SuiteTask, card: dict, args, seed: int = 1) -> dict:
+    """TRL's learning rate for ``task``: the best gain of ``seed`` over ``--trl-lrs`` (that run is its seed too)."""
+    gains = {}
+    for lr in args.trl_lrs:
+        run = _saved(task, "trl", seed, args, {"best": lr})
+        if run:
+            gains[lr] = run_end(run["curve"]) - card["held_out_acc"]
+    if not gains:
+        return {}
+    return {"best": max(gains, key=gains.get), "gains": {f"{lr:g}": round(100 * g, 1) for lr, g in gains.items()}}
+
+
+def write_docs(text: str, summaries: list[dict], cards: dict, args, img: str) -> None:
+    import shutil
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from rl_curves import upsert_section
+
+    rel = "img/learning_suite.png"
+    shutil.copyfile(img, os.path.join(ROOT, "docs", rel))
+    trl = "; ".join(f"{s['task']} {s['trl_lr']['gains']}" for s in summaries if "trl_lr" in s)
+    setup = (
+        f"Measured by `python benchmarks/learning_suite.py --budget-s {args.budget_s:g} --seeds {args.seeds}` on "
+        f"{platform.machine()} with {os.cpu_count()} CPU cores ({args.threads} threads per run, {args.jobs} at a time), "
+        f"{time.strftime('%Y-%m-%d')}. Each run trained for {args.budget_s:g} s of training time "
+        f"({2 * args.budget_s:g} s on the large-model tasks), evaluated greedily on its task's {HELD_OUT_SIZE} "
+        "held-out problems at 0, 1/4, 1/2, 3/4 and all of it; end = mean of the last two evaluations, in %; "
+        "mean ± standard deviation over seeds. TRL's gains of seed 1 per learning rate (the best one used): "
+        f"{trl or 'not run'}."
+    )
+    section = f"{SECTION}\n\n{setup}\n\n{text}\n\n![held-out accuracy against training time]({rel})\n"
+    upsert_section(os.path.join(ROOT, "docs", "results.md"), SECTION, section)
+
+
+if __name__ == "__main__":
+    main()
