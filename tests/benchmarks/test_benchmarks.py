@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
 
@@ -14,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def load(name: str):
     spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
     spec.loader.exec_module(module)
     return module
 
@@ -250,3 +252,44 @@ def test_code_task_curves_runs_a_seed_and_the_eval_script_matches_the_trainer(tm
 
     text = bench.report(runs, argparse.Namespace(budget_s=900.0, threads=2, overrides=small, held_out="x"))
     assert "| 1 |" in text and "equals the trainer's last held-out number" in text
+
+
+def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
+    """CI's smoke run of the learning suite: a short SFT warm start, ours and TRL on one task for a few seconds each,
+    one evaluator, then the table, the acceptance lines and the PNG; run again, it reads its runs back."""
+    pytest.importorskip("trl", reason="TRL is the optional 'bench' extra: pip install -e '.[bench]'")
+    bench = load("learning_suite")
+    args = ["--smoke", "--work-dir", str(tmp_path)]  # the two sides at once, a thread each
+    (summary,) = bench.main(args)
+    assert summary["task"] == bench.SMOKE_TASK and set(summary) >= {"ours", "trl", "warm", "trl_lr"}
+    card = json.loads((tmp_path / "warmstarts" / bench.SMOKE_TASK / "warmstart.json").read_text())
+    assert set(card["checkpoints"]) == {"20", "40"} and card["held_out_acc"] == card["checkpoints"][str(card["step"])]
+    for side in ("ours-s1", f"trl-s1-lr{bench.TRL_LRS[1]:g}"):
+        run = json.loads((tmp_path / "runs" / bench.SMOKE_TASK / f"{side}.json").read_text())
+        assert run["curve"][0]["train_s"] == 0.0 and run["curve"][0]["acc"] == card["held_out_acc"]  # one evaluator
+        assert run["curve"][-1]["train_s"] >= 4.0 and run["steps"] >= 1
+    assert (tmp_path / "learning_suite.png").stat().st_size > 0
+    text = bench.report([summary], None, ["ours", "trl"])
+    assert f"| {bench.SMOKE_TASK} |" in text and "the floor is -2" in text and "the bar +10" in text
+    start = os.path.getmtime(tmp_path / "runs" / bench.SMOKE_TASK / "ours-s1.json")
+    assert bench.main(args)[0]["ours"] == summary["ours"]  # resumed: nothing ran again
+    assert os.path.getmtime(tmp_path / "runs" / bench.SMOKE_TASK / "ours-s1.json") == start
+
+
+def test_learning_suite_tasks_generate_and_score_their_references():
+    """Every task of the suite has its train and held-out data, and each held-out reference response scores 1."""
+    from verl.data.tasks import resolve_data_files
+    from verl.utils.dataset.parquet import read_parquet_rows
+    from verl.utils.reward_score import default_compute_score
+
+    bench = load("learning_suite")
+    assert len(bench.TASKS) >= 8 and len({t.name for t in bench.TASKS}) == len(bench.TASKS)
+    for task in bench.TASKS:
+        train, test = (resolve_data_files(f) for f in task.files())
+        rows = read_parquet_rows([test])
+        assert len(rows) == bench.HELD_OUT_SIZE, task.name
+        for row in rows[:20]:
+            gt = row.data["reward_model"]["ground_truth"]
+            assert default_compute_score(row.data["data_source"], row.data["extra_info"]["answer"], gt) == 1.0
+        longest = max(len(r.data["extra_info"]["answer"]) for r in rows)
+        assert longest + 1 <= task.response_length, task.name  # the reference and EOS fit (one token per byte)

@@ -81,6 +81,24 @@ def test_collapse_rollback_example(tmp_path):
     assert [round(v, 6) for _, v in lr] == [0.3, 0.15, 0.075] and (tmp_path / "best_val" / "actor").is_dir()
 
 
+def test_trust_region_example(tmp_path):
+    """A rate of 1e-3 set by the script is the trust region's ceiling: the run starts at a tenth of it and logs the
+    drift it steers by, every step; the held-out line is the mean of the last evaluations."""
+    out = subprocess.run(
+        ["bash", os.path.join(ROOT, "examples", "grpo_trainer", "run_trust_region.sh"),
+         f"trainer.default_local_dir={tmp_path}", "data.train_batch_size=16", "actor_rollout_ref.rollout.n=4",
+         "actor_rollout_ref.actor.ppo_mini_batch_size=4", "trainer.total_training_steps=3", "trainer.test_freq=1"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    steps = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if "actor/lr" in r]
+    assert len(steps) == 3 and all(r["actor/policy_drift_kl"] >= 0 for r in steps)
+    # the first step's rate: 1e-3 x 0.1, moved by at most x1.5 per measured mini-batch (3 of 4 are measured)
+    assert 1e-3 * 0.1 / 1.5**3 <= steps[0]["actor/lr"] <= 1e-3 * 0.1 * 1.5**3
+    assert all(r["actor/lr"] <= 1e-3 for r in steps)
+    assert "(mean of the last 3 evaluations, steps 1-3;" in out.stdout
+
+
 def test_custom_reward_example_is_used(tmp_path):
     import json
 
