@@ -78,6 +78,7 @@ class SuiteTask:
     target: float  # warm start's held-out accuracy to aim for
     model: str = SMALL
     response_length: int = 32
+    prompt_length: int = 64  # data.max_prompt_length (the chat template's tokens included)
     sft_steps: int = 800  # SFT schedule length (cosine); checkpoints every sft_every steps
     sft_every: int = 20
     what: str = ""
@@ -116,6 +117,7 @@ TASKS = (
         "num_numbers=3&max_number=15&max_target=50",
         0.10,
         response_length=40,
+        prompt_length=96,
         sft_steps=1000,
         what="countdown, 3 numbers (1-15) to a target <= 50 (any valid expression), exact",
     ),
@@ -330,6 +332,7 @@ def child_ours(spec: dict) -> dict:
         f"data.train_files={train}",
         f"data.val_files={test}",
         f"data.max_response_length={task.response_length}",
+        f"data.max_prompt_length={task.prompt_length}",
         "trainer.val_before_train=false",
         "trainer.test_freq=-1",
         "trainer.save_freq=-1",
@@ -833,7 +836,7 @@ def write_docs(text: str, summaries: list[dict], cards: dict, args, img: str) ->
     setup = (
         f"Measured by `python benchmarks/learning_suite.py --budget-s {args.budget_s:g} --seeds {args.seeds} "
         f"--jobs {args.jobs} --threads {args.threads}` at commit {_commit()} on "
-        f"{platform.machine()} with {os.cpu_count()} CPU cores ({args.threads} threads per run, {args.jobs} at a time), "
+        f"{platform.machine()} with {os.cpu_count()} CPU cores ({args.threads} thread(s) per run, {args.jobs} run(s) at a time), "
         f"{time.strftime('%Y-%m-%d')}. Each run trained for {args.budget_s:g} s of training time "
         f"({2 * args.budget_s:g} s on the large-model tasks), evaluated greedily on its task's {HELD_OUT_SIZE} "
         "held-out problems at 0, 1/4, 1/2, 3/4 and all of it; end = mean of the last two evaluations, in %; "

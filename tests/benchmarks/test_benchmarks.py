@@ -279,10 +279,12 @@ def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
 def test_learning_suite_tasks_generate_and_score_their_references():
     """Every task of the suite has its train and held-out data, and each held-out reference response scores 1."""
     from verl.data.tasks import resolve_data_files
-    from verl.utils.dataset.parquet import read_parquet_rows
+    from verl.utils.dataset.parquet import read_parquet_rows, render_prompt
+    from verl.utils.model import load_tokenizer
     from verl.utils.reward_score import default_compute_score
 
     bench = load("learning_suite")
+    tokenizer = load_tokenizer("builtin://tiny-qwen2-arith-sft")
     assert len(bench.TASKS) >= 8 and len({t.name for t in bench.TASKS}) == len(bench.TASKS)
     for task in bench.TASKS:
         train, test = (resolve_data_files(f) for f in task.files())
@@ -293,3 +295,5 @@ def test_learning_suite_tasks_generate_and_score_their_references():
             assert default_compute_score(row.data["data_source"], row.data["extra_info"]["answer"], gt) == 1.0
         longest = max(len(r.data["extra_info"]["answer"]) for r in rows)
         assert longest + 1 <= task.response_length, task.name  # the reference and EOS fit (one token per byte)
+        prompts = [render_prompt(tokenizer, list(r.data["prompt"])) for r in read_parquet_rows([train])[:200]]
+        assert max(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts) <= task.prompt_length
