@@ -54,8 +54,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for _path in (ROOT, os.path.join(ROOT, "benchmarks")):  # verl, and rl_curves' report helpers
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 SECTION = "## Learning suite: the defaults on tasks they were never tuned on"
 SMALL = "builtin://tiny-qwen2?hidden_size=128&num_layers=2&seed=0"
@@ -807,8 +808,7 @@ QUICK_SECTION = "## The quick start over seeds"
 
 
 def _write_quick_start(text: str, args) -> None:
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from rl_curves import upsert_section
+    from rl_curves import _commit, upsert_section
 
     setup = (
         f"Measured by `python benchmarks/learning_suite.py --quick-start --seeds {args.seeds}` at commit "
@@ -819,16 +819,10 @@ def _write_quick_start(text: str, args) -> None:
     upsert_section(os.path.join(ROOT, "docs", "results.md"), QUICK_SECTION, f"{QUICK_SECTION}\n\n{setup}\n\n{text}\n")
 
 
-def _commit() -> str:
-    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return proc.stdout.strip() or "unknown"
-
-
 def write_docs(text: str, summaries: list[dict], cards: dict, args, img: str) -> None:
     import shutil
 
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from rl_curves import upsert_section
+    from rl_curves import _commit, upsert_section
 
     rel = "img/learning_suite.png"
     shutil.copyfile(img, os.path.join(ROOT, "docs", rel))
