@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "verl.utils.reward_score",
             "verl.utils.data",
             "verl.utils.model",
+            "verl.utils.lora",
             "verl.utils.tokenizer",
             "verl.utils.evaluation",
             "verl.tools",

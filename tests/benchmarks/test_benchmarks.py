@@ -297,3 +297,16 @@ def test_learning_suite_tasks_generate_and_score_their_references():
         assert longest + 1 <= task.response_length, task.name  # the reference and EOS fit (one token per byte)
         prompts = [render_prompt(tokenizer, list(r.data["prompt"])) for r in read_parquet_rows([train])[:200]]
         assert max(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts) <= task.prompt_length
+
+
+def test_lora_memory_smoke_compares_both_modes_with_the_real_worker():
+    """The LoRA memory benchmark on a small shape: the worker's reference is the actor itself under LoRA (no copy),
+    and only the adapters carry optimizer state."""
+    pytest.importorskip("peft", reason="LoRA needs peft: pip install peft")
+    result = load("lora_memory").main(["--smoke"])
+    full, lora = result["full"], result["lora"]
+    assert not full["ref_is_actor"] and full["ref_param_bytes"] == full["param_bytes"]
+    assert lora["ref_is_actor"] and lora["ref_param_bytes"] == 0
+    assert full["trainable_params"] == full["total_params"] > 5 * lora["trainable_params"]
+    # AdamW's two moments per trainable parameter (fp32), in both modes
+    assert full["optim_bytes"] == 8 * full["trainable_params"] and lora["optim_bytes"] == 8 * lora["trainable_params"]

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from example_runner import ROOT, run_example_script
 
 
@@ -97,6 +98,39 @@ def test_trust_region_example(tmp_path):
     assert 1e-3 * 0.1 / 1.5**3 <= steps[0]["actor/lr"] <= 1e-3 * 0.1 * 1.5**3
     assert all(r["actor/lr"] <= 1e-3 for r in steps)
     assert "(mean of the last 3 evaluations, steps 1-3;" in out.stdout
+
+
+def test_lora_example_trains_adapters_and_merges(tmp_path):
+    """LoRA GRPO for two steps: the checkpoint holds the adapter alone, and the merger's --merge_lora writes a full
+    model whose logits are the adapted policy's."""
+    pytest.importorskip("peft", reason="LoRA needs peft: pip install peft")
+    import torch
+
+    from verl.utils.model import load_causal_lm
+
+    out = subprocess.run(
+        ["bash", os.path.join(ROOT, "examples", "grpo_trainer", "run_lora.sh"),
+         f"trainer.default_local_dir={tmp_path}", "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4",
+         "actor_rollout_ref.actor.ppo_mini_batch_size=8", "trainer.total_training_steps=2", "trainer.save_freq=2",
+         "trainer.test_freq=2", "data.val_files=builtin://arithmetic/test?test_size=16"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    actor = tmp_path / "global_step_2" / "actor"
+    assert sorted(os.listdir(actor)) == ["dcp", "extra_state.pt", "lora_adapter"]
+    steps = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if "actor/kl_loss" in r]
+    assert len(steps) == 2 and steps[-1]["perf/actor_optim_state_mb"] < 0.5 * steps[-1]["perf/actor_param_mb"]
+    merged = subprocess.run(
+        [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", str(actor),
+         "--target_dir", str(tmp_path / "merged"), "--merge_lora"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10]])
+    with torch.no_grad():
+        a = load_causal_lm(str(tmp_path / "merged")).double()(input_ids=ids).logits
+        b = load_causal_lm(str(actor / "lora_adapter")).double()(input_ids=ids).logits
+    assert (a - b).abs().max() < 1e-5
 
 
 def test_custom_reward_example_is_used(tmp_path):

@@ -156,6 +156,36 @@ def test_two_ray_workers_match_one_process_and_checkpoints_reshard(tmp_path, est
     no_ray_left(tmp_path, before)
 
 
+def test_lora_two_ray_workers_match_one_process_and_adapter_checkpoints_reshard(tmp_path):
+    """LoRA on the actor (its base is the reference of the KL loss) and on the critic: FSDP2 shards the adapters
+    with the rest, the HF sampler's replica gets merged weights, and the adapter-only checkpoint of the 2-worker run
+    resumes in one process with the same next step."""
+    pytest.importorskip("peft", reason="LoRA needs peft: pip install peft")
+    before = before_run()
+    common = ["algorithm.adv_estimator=gae", "trainer.total_training_steps=3", "trainer.save_freq=2"]
+    common += ["actor_rollout_ref.model.lora_rank=8", "critic.model.lora_rank=8"]
+    common += ["actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.optim.lr=1e-3"]
+    run(tmp_path, "local", *common)
+    run(tmp_path, "ray", *common, *RAY2)
+    local, ray2 = metrics(tmp_path / "local"), metrics(tmp_path / "ray")
+    assert_same_run(local, ray2, steps=[1, 2, 3])
+    assert (
+        ray2[3]["actor/kl_loss"] == pytest.approx(local[3]["actor/kl_loss"], rel=1e-3) and local[3]["actor/kl_loss"] > 0
+    )
+    assert ray2[1]["timing_s/reshard"] > 0
+    for kind in ("param", "optim_state"):  # each worker holds half of the base and of the adapters' state
+        key = f"perf/actor_{kind}_mb"
+        assert ray2[3][key] == pytest.approx(local[3][key] / 2, rel=0.05), key
+    assert local[3]["perf/actor_optim_state_mb"] < 0.3 * local[3]["perf/actor_param_mb"]  # adapters only
+    ckpt = tmp_path / "ray" / "global_step_2"
+    assert sorted(os.listdir(ckpt / "actor")) == ["dcp", "extra_state.pt", "lora_adapter"]
+    assert sorted(os.listdir(ckpt / "critic")) == ["dcp", "extra_state.pt", "lora_adapter"]
+    resume = ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={ckpt}"]
+    run(tmp_path, "resumed", *common, *resume)
+    assert_same_run(ray2, metrics(tmp_path / "resumed"), steps=[3])
+    no_ray_left(tmp_path, before)
+
+
 def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
     before = before_run()
     # 12 steps: the kill lands right after the step-2 checkpoint, long before the end; the resume trains the rest

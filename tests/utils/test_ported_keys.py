@@ -147,7 +147,6 @@ def test_values_with_the_same_algorithm_warn_and_name_what_runs(override, key):
 @pytest.mark.parametrize(
     "override",
     [
-        "actor_rollout_ref.model.lora_rank=8",
         "actor_rollout_ref.rollout.enable_rollout_routing_replay=True",
         "algorithm.use_pf_ppo=True",
         "data.custom_cls.path=my_dataset.py",
@@ -167,7 +166,6 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
         "actor_rollout_ref.actor.router_replay.mode=R2",
         "actor_rollout_ref.rollout.over_sample_rate=0.1",
         "actor_rollout_ref.actor.optim.optimizer=AdamW8bit",
-        "critic.model.lora_rank=8",
         "algorithm.rollout_correction.bypass_mode=true",
         "data.apply_chat_template_kwargs={enable_thinking: false}",
     ],
@@ -177,6 +175,16 @@ def test_newer_verl_keys_that_would_change_the_run_are_errors_naming_the_key(ove
     assert key in [k for k, _, _ in ERROR_UNLESS]
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         check_config(load_config("ppo_trainer", [override]))
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["actor_rollout_ref.model.lora_rank=8", "critic.model.lora_rank=8", "actor_rollout_ref.model.lora_adapter_path=a"],
+)
+def test_lora_keys_run_and_are_no_ported_key_error(override):
+    config = load_config("ppo_trainer", [override])
+    check_config(config)  # LoRA runs (verl.utils.lora): neither an error nor a warning
+    assert warn_unimplemented_choices(config) == []
 
 
 @pytest.mark.parametrize(
@@ -397,7 +405,6 @@ def test_verl_sft_keys_load_and_name_the_nested_columns():
 @pytest.mark.parametrize(
     "override, env, match",
     [
-        ("model.lora_rank=32", {}, r"model\.lora_rank=32: LoRA is not implemented"),
         ("trainer.n_gpus_per_node=8", {}, r"trainer\.n_gpus_per_node=8: SFT runs in one process"),
         ("trainer.seed=1", {"WORLD_SIZE": "2"}, r"WORLD_SIZE=2: SFT runs in one process"),
     ],

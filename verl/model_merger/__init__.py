@@ -6,6 +6,16 @@ checkpoint, written by every worker), ``huggingface/`` (config, tokenizer and th
 with the architecture of ``huggingface/config.json`` and writes an ordinary HF directory, so a checkpoint whose HF copy
 was deleted or is in doubt still becomes a model ``from_pretrained`` loads. `compare_with_hf` checks the merged weights
 against another HF directory, tensor by tensor.
+
+A LoRA run's checkpoint (``model.lora_rank > 0``) has no ``huggingface/``: its ``dcp/`` holds only the trained
+parameters (the adapters, a critic's value head) and ``lora_adapter/`` the adapter in PEFT's format, whose
+``base_model_name_or_path`` names the frozen base model. `load_lora_checkpoint` rebuilds the ``PeftModel`` -- the base
+model (``--hf_model_path``, else the adapter config's base; a token classifier with one label for a ``TOKEN_CLS``
+critic) with ``lora_adapter/``'s adapter config -- and loads the trained weights from ``dcp/``, the source of truth
+as for a full checkpoint. ``merge`` then writes the adapter in PEFT's format (``PeftModel.from_pretrained(base,
+target_dir)`` loads it), or with ``--merge_lora`` the adapter merged into the base (``merge_and_unload``) as a full HF
+directory; ``test`` compares the merged weights. ``--merge_lora`` on a full checkpoint changes nothing (its weights are
+already whole).
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["compare_with_hf", "merge_checkpoint"]
+__all__ = ["compare_with_hf", "is_lora_checkpoint", "load_lora_checkpoint", "load_merged_model", "merge_checkpoint"]
 
 
 def _auto_class(config) -> Any:
@@ -42,19 +52,171 @@ def _config_dir(local_dir: str, hf_model_path: str | None) -> str:
     return source
 
 
-def load_merged_model(local_dir: str, hf_model_path: str | None = None, trust_remote_code: bool = False):
-    """The model of the checkpoint at ``local_dir`` (``.../global_step_N/actor``), its weights read from ``dcp/``."""
-    from transformers import AutoConfig
-
-    from verl.utils.fsdp_utils import load_dcp
-
-    local_dir = os.path.abspath(os.path.expanduser(local_dir))
+def _dcp_dir(local_dir: str) -> str:
     dcp_dir = os.path.join(local_dir, "dcp")
     if not os.path.isfile(os.path.join(dcp_dir, ".metadata")):
         raise FileNotFoundError(
             f"{dcp_dir}: no distributed checkpoint here. --local_dir is a role's directory inside a checkpoint, "
             "e.g. outputs/<project>/<experiment>/global_step_100/actor"
         )
+    return dcp_dir
+
+
+def is_lora_checkpoint(local_dir: str) -> bool:
+    """Whether ``local_dir`` is a LoRA run's role checkpoint (``lora_adapter/adapter_config.json`` is there)."""
+    from verl.utils.lora import ADAPTER_DIR, is_adapter_dir
+
+    return is_adapter_dir(os.path.join(os.path.abspath(os.path.expanduser(local_dir)), ADAPTER_DIR))
+
+
+def _dcp_model_dtypes(dcp_dir: str) -> dict[str, torch.dtype]:
+    """The model tensors a `save_dcp` checkpoint holds, name -> dtype (names without the ``model.`` prefix)."""
+    import torch.distributed.checkpoint as dcp
+
+    metadata = dcp.FileSystemReader(dcp_dir).read_metadata()
+    return {
+        name[len("model.") :]: meta.properties.dtype
+        for name, meta in metadata.state_dict_metadata.items()
+        if name.startswith("model.") and hasattr(meta, "properties")
+    }
+
+
+def _lora_base_path(adapter_dir: str, hf_model_path: str | None) -> str:
+    from verl.utils.lora import adapter_base_path
+    from verl.utils.model import resolve_model_path
+
+    source = hf_model_path or adapter_base_path(adapter_dir)
+    hint = "pass --hf_model_path with the base model directory the run started from"
+    try:
+        base = resolve_model_path(source)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{adapter_dir}: its base model is not here ({e}); {hint}") from e
+    if not os.path.isfile(os.path.join(base, "config.json")):
+        raise FileNotFoundError(f"{base}: no config.json, not a base model directory; {hint}")
+    return os.path.abspath(base)
+
+
+def load_lora_checkpoint(local_dir: str, hf_model_path: str | None = None, trust_remote_code: bool = False):
+    """The ``PeftModel`` of the LoRA checkpoint at ``local_dir``, in fp32: the base model (``hf_model_path``, else
+    ``lora_adapter/``'s ``base_model_name_or_path``; a token classifier with one label for a ``TOKEN_CLS`` critic,
+    as the critic worker builds it) with ``lora_adapter/``'s adapter, whose trained weights are then read from
+    ``dcp/`` (the adapters and a critic's value head; the frozen base is the base model's own)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+    from transformers.utils import logging as hf_logging
+
+    from verl.utils.fsdp_utils import load_dcp
+    from verl.utils.lora import ADAPTER_DIR, import_peft
+
+    peft = import_peft()
+    local_dir = os.path.abspath(os.path.expanduser(local_dir))
+    adapter_dir = os.path.join(local_dir, ADAPTER_DIR)
+    dcp_dir = _dcp_dir(local_dir)
+    base_path = _lora_base_path(adapter_dir, hf_model_path)
+    task_type = peft.PeftConfig.from_pretrained(adapter_dir).task_type
+    auto_classes = {
+        None: AutoModelForCausalLM,
+        "CAUSAL_LM": AutoModelForCausalLM,
+        "TOKEN_CLS": AutoModelForTokenClassification,  # a critic: one value per token
+        "SEQ_CLS": AutoModelForSequenceClassification,  # a reward model: one score per sequence
+    }
+    if task_type not in auto_classes:
+        raise ValueError(f"{adapter_dir}: PEFT task_type {task_type!r} is not one verl trains (CAUSAL_LM, TOKEN_CLS)")
+    kwargs: dict[str, Any] = {"dtype": torch.float32, "trust_remote_code": trust_remote_code}
+    if task_type in ("TOKEN_CLS", "SEQ_CLS"):
+        config = AutoConfig.from_pretrained(base_path, num_labels=1, trust_remote_code=trust_remote_code)
+        config.classifier_dropout = 0.0  # as the critic worker: values are a deterministic function of the tokens
+        kwargs["config"] = config
+    hf_logging.disable_progress_bar()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "score.weight newly initialized": the value head is read from dcp/ below
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            base = auto_classes[task_type].from_pretrained(base_path, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    # is_trainable: the adapters (and a value head) require grad, which is what marks them as dcp/'s tensors
+    model = peft.PeftModel.from_pretrained(base, adapter_dir, is_trainable=True)
+    model.peft_config["default"].base_model_name_or_path = base_path
+
+    saved = set(_dcp_model_dtypes(dcp_dir))
+    wanted = set(get_model_state_dict(model, options=StateDictOptions(ignore_frozen_params=True, strict=False)))
+    if saved - wanted or not wanted & saved:
+        raise ValueError(
+            f"{dcp_dir} does not fit the adapter of {adapter_dir} on {base_path}: tensors only in the checkpoint "
+            f"{sorted(saved - wanted)[:5]}, only in the rebuilt model {sorted(wanted - saved)[:5]}"
+        )
+    load_dcp(dcp_dir, model, None, trainable_only=True)
+    return model.eval()
+
+
+def _merged(model):
+    """``merge_and_unload`` of a `load_lora_checkpoint` model (merged in fp32), in the base model's own dtype."""
+    base_path = model.peft_config["default"].base_model_name_or_path
+    merged = model.merge_and_unload()
+    dtype = _config_dtype(base_path)
+    if dtype is not None and dtype != torch.float32:
+        merged.to(dtype)
+        merged.config.dtype = dtype
+    return merged.eval()
+
+
+def _config_dtype(path: str) -> torch.dtype | None:
+    import json
+
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    name = config.get("dtype") or config.get("torch_dtype")
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else None
+
+
+def _lora_tokenizer(local_dir: str, base_path: str, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
+    from verl.utils.lora import ADAPTER_DIR
+
+    for source in (os.path.join(local_dir, ADAPTER_DIR), base_path):
+        if os.path.isfile(os.path.join(source, "tokenizer_config.json")):
+            return AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    return None
+
+
+def _merge_lora_checkpoint(
+    local_dir: str, target_dir: str, hf_model_path: str | None, trust_remote_code: bool, merge_lora: bool
+) -> str:
+    from verl.utils.checkpoint import save_hf_checkpoint
+    from verl.utils.lora import full_adapter_state, save_adapter
+
+    local_dir = os.path.abspath(os.path.expanduser(local_dir))
+    model = load_lora_checkpoint(local_dir, hf_model_path, trust_remote_code)
+    base_path = model.peft_config["default"].base_model_name_or_path
+    tokenizer = _lora_tokenizer(local_dir, base_path, trust_remote_code)
+    target_dir = os.path.expanduser(target_dir)
+    if merge_lora:
+        return save_hf_checkpoint(_merged(model), tokenizer, target_dir)
+    dtypes = _dcp_model_dtypes(os.path.join(local_dir, "dcp"))  # the adapter as trained: fp32 read back as saved
+    state = {name: t.to(dtypes.get(name, t.dtype)) for name, t in full_adapter_state(model).items()}
+    return save_adapter(model, state, tokenizer, target_dir)
+
+
+def load_merged_model(local_dir: str, hf_model_path: str | None = None, trust_remote_code: bool = False):
+    """The model of the checkpoint at ``local_dir`` (``.../global_step_N/actor``), its weights read from ``dcp/``;
+    of a LoRA checkpoint, the base model with the trained adapter merged in."""
+    from transformers import AutoConfig
+
+    from verl.utils.fsdp_utils import load_dcp
+
+    local_dir = os.path.abspath(os.path.expanduser(local_dir))
+    if is_lora_checkpoint(local_dir):
+        return _merged(load_lora_checkpoint(local_dir, hf_model_path, trust_remote_code))
+    dcp_dir = _dcp_dir(local_dir)
     config = AutoConfig.from_pretrained(_config_dir(local_dir, hf_model_path), trust_remote_code=trust_remote_code)
     with torch.device("meta"):
         model = _auto_class(config).from_config(config, trust_remote_code=trust_remote_code)
@@ -66,16 +228,26 @@ def load_merged_model(local_dir: str, hf_model_path: str | None = None, trust_re
 
 
 def merge_checkpoint(
-    local_dir: str, target_dir: str, hf_model_path: str | None = None, trust_remote_code: bool = False
+    local_dir: str,
+    target_dir: str,
+    hf_model_path: str | None = None,
+    trust_remote_code: bool = False,
+    merge_lora: bool = False,
 ) -> str:
     """Write the checkpoint at ``local_dir`` as an HF directory at ``target_dir`` (weights from ``dcp/``, the tokenizer
-    from ``huggingface/`` when it is there); written atomically. Returns ``target_dir``."""
+    from ``huggingface/`` when it is there); written atomically. Returns ``target_dir``.
+
+    A LoRA checkpoint (``lora_adapter/``) becomes its adapter in PEFT's format, the trained weights from ``dcp/``;
+    ``merge_lora``: the base model with the adapter merged in, a full HF directory. On a full checkpoint
+    ``merge_lora`` changes nothing."""
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from verl.utils.checkpoint import save_hf_checkpoint
 
     hf_logging.disable_progress_bar()
+    if is_lora_checkpoint(local_dir):
+        return _merge_lora_checkpoint(local_dir, target_dir, hf_model_path, trust_remote_code, merge_lora)
 
     model = load_merged_model(local_dir, hf_model_path, trust_remote_code)
     tokenizer = None
@@ -89,11 +261,13 @@ def compare_with_hf(
     local_dir: str, test_hf_dir: str, hf_model_path: str | None = None, atol: float = 0.0
 ) -> dict[str, Any]:
     """Merge ``local_dir`` and compare every tensor with the HF directory ``test_hf_dir``: ``{"ok", "max_abs_diff",
-    "missing", "unexpected", "mismatched"}`` (names only in one of them, names whose shape or values differ)."""
+    "missing", "unexpected", "mismatched"}`` (names only in one of them, names whose shape or values differ). A LoRA
+    checkpoint is compared merged (the base model with the adapter merged in)."""
     from safetensors.torch import load_file
 
+    lora = is_lora_checkpoint(local_dir)
     with tempfile.TemporaryDirectory() as tmp:
-        merged_dir = merge_checkpoint(local_dir, os.path.join(tmp, "merged"), hf_model_path)
+        merged_dir = merge_checkpoint(local_dir, os.path.join(tmp, "merged"), hf_model_path, merge_lora=lora)
         merged = _load_safetensors_dir(merged_dir, load_file)
     expected = _load_safetensors_dir(os.path.expanduser(test_hf_dir), load_file)
     missing = sorted(set(expected) - set(merged))

@@ -3,13 +3,17 @@
     python -m verl.trainer.main_sft                                   # tiny Qwen2 on built-in 2-digit addition
     python -m verl.trainer.main_sft model.partial_pretrain=/models/Qwen2.5-0.5B-Instruct \\
         data.train_files=~/data/gsm8k/train.parquet data.val_files=~/data/gsm8k/test.parquet
+    python -m verl.trainer.main_sft model.lora_rank=16                # LoRA: trains and saves the adapters alone
     python -m verl.trainer.main_sft data.multiturn.enable=true model.partial_pretrain=builtin://tiny-qwen2?tools=true \\
         data.train_files=builtin://calc_multiply/train data.val_files=builtin://calc_multiply/test?size=100
 
 Loss on response tokens only (token mean over the global batch), AdamW, warmup + cosine, gradient clipping,
 micro-batches with gradient accumulation; validation loss and greedy task accuracy; HF checkpoints. Multi-turn
 (``data.multiturn.enable``): whole conversations, loss on the assistant's tokens, accuracy by greedy replay of the
-held-out conversations (:mod:`verl.data.multiturn_eval`).
+held-out conversations (:mod:`verl.data.multiturn_eval`). LoRA (``model.lora_rank > 0`` or ``model.lora_adapter_path``,
+:mod:`verl.utils.lora`): only the adapters train, and each checkpoint is a PEFT adapter directory, which
+``PeftModel.from_pretrained(base, dir)`` loads, and so does any model path here (base merged with the adapter) or
+``actor_rollout_ref.model.lora_adapter_path`` to go on with RL.
 """
 
 from __future__ import annotations
@@ -32,7 +36,17 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
 from verl.utils.evaluation import evaluate_greedy_accuracy
-from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer
+from verl.utils.lora import (
+    adapter_base_path,
+    apply_lora,
+    count_parameters,
+    full_adapter_state,
+    is_adapter_dir,
+    lora_enabled,
+    save_adapter,
+    trainable_parameters,
+)
+from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
 from verl.utils.optim import build_adamw
 from verl.utils.ported_keys import check_sft_ported_keys, sft_column_paths
 from verl.utils.torch_functional import set_seed
@@ -64,7 +78,7 @@ def train_step(model, optimizer, scheduler, batch: dict[str, torch.Tensor], micr
         loss = sft_loss(model, micro, num_target_tokens)
         loss.backward()
         loss_total += loss.item()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad)
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(model), clip_grad)
     if torch.isfinite(grad_norm):
         optimizer.step()
     scheduler.step()
@@ -80,6 +94,26 @@ def validation_loss(model, loader) -> float:
         total += sft_loss(model, batch, 1).item()
         tokens += n
     return total / max(1, tokens)
+
+
+def wrap_lora(model: torch.nn.Module, model_cfg: DictConfig, seed: int) -> torch.nn.Module:
+    """``model`` in a ``PeftModel`` (`verl.utils.lora.apply_lora`): the adapter at ``model.lora_adapter_path``, else
+    fresh rank-``lora_rank`` adapters drawn from ``seed``. The adapter's config names ``model.partial_pretrain`` (as a
+    local directory) as its base, the model it was trained on: an adapter directory there (a base with an earlier
+    adapter merged in) is a base too, since loading it merges that adapter again."""
+    base_path = os.path.abspath(resolve_model_path(model_cfg.partial_pretrain))
+    adapter_path = model_cfg.lora_adapter_path
+    if adapter_path is not None and is_adapter_dir(os.path.expanduser(str(adapter_path))):
+        trained_on = adapter_base_path(os.path.expanduser(str(adapter_path)))
+        if os.path.realpath(os.path.expanduser(trained_on)) != os.path.realpath(base_path):
+            print(
+                f"WARNING: model.lora_adapter_path={adapter_path} was trained on {trained_on}, and "
+                f"model.partial_pretrain={model_cfg.partial_pretrain} is {base_path}: the adapter goes on training "
+                "on the latter, and the checkpoints name it as their base"
+            )
+    model = apply_lora(model, model_cfg, seed=seed, task_type="CAUSAL_LM", key="model")
+    model.peft_config["default"].base_model_name_or_path = base_path
+    return model
 
 
 def build_sft_datasets(config: DictConfig, tokenizer) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset]:
@@ -150,6 +184,16 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     model = load_causal_lm(m.partial_pretrain, dtype=m.dtype, trust_remote_code=remote_code)
     if m.enable_gradient_checkpointing:
         model.gradient_checkpointing_enable()
+    lora = lora_enabled(m)
+    if lora:
+        model = wrap_lora(model, m, config.trainer.seed)
+        if m.enable_gradient_checkpointing:
+            model.enable_input_require_grads()  # reentrant checkpoints pass grads on only to inputs requiring them
+        counts = count_parameters(model)
+        print(
+            f"LoRA: training {counts['trainable']:,} of {counts['total']:,} parameters "
+            f"({counts['trainable'] / max(1, counts['total']):.2%}); checkpoints are PEFT adapter directories"
+        )
 
     train_ds, val_ds = build_sft_datasets(config, tokenizer)
     val_rows = read_parquet_rows(d.val_files)
@@ -176,7 +220,7 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
 
     o = config.optim
     optimizer, scheduler = build_adamw(
-        model.parameters(),
+        trainable_parameters(model),  # every weight, or the adapters alone with LoRA
         o.lr,
         o.betas,
         o.weight_decay,
@@ -197,6 +241,12 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
         f"SFT: {len(train_ds)} train / {len(val_ds)} val examples ({train_ds.num_truncated} truncated), "
         f"{total_steps} steps of {d.train_batch_size}; logs and checkpoints in {out_dir}"
     )
+
+    def save(step: int) -> str:
+        ckpt_dir = os.path.join(out_dir, f"global_step_{step}")
+        if lora:
+            return save_adapter(model, full_adapter_state(model), tokenizer, ckpt_dir)
+        return save_hf_checkpoint(model, tokenizer, ckpt_dir)
 
     def validate(step: int) -> dict[str, Any]:
         if d.multiturn.enable:
@@ -236,13 +286,13 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
             if t.test_freq > 0 and step % t.test_freq == 0 and step < total_steps:
                 validate(step)
             if t.save_freq > 0 and step % t.save_freq == 0 and step < total_steps:
-                save_hf_checkpoint(model, tokenizer, os.path.join(out_dir, f"global_step_{step}"))
+                save(step)
             if step >= total_steps:
                 break
         epoch += 1
     progress.close()
     final = validate(step)
-    ckpt = save_hf_checkpoint(model, tokenizer, os.path.join(out_dir, f"global_step_{step}"))
+    ckpt = save(step)
     tracker.close()
     final.update({"checkpoint": ckpt, "train_seconds": time.time() - start, "steps": step})
     return final

@@ -11,6 +11,8 @@ import torch
 def forward_signature(module: torch.nn.Module) -> tuple[str, bool]:
     """How to call a causal LM's ``forward``: the KV-cache argument's name (transformers >= 5.2x: ``cache``; before:
     ``past_key_values``) and whether it takes ``logits_to_keep`` (the lm_head on the last positions only)."""
+    if hasattr(module, "peft_config") and hasattr(module, "get_base_model"):
+        module = module.get_base_model()  # a LoRA PeftModel passes its keywords on to the HF model's forward
     try:
         params = inspect.signature(module.forward).parameters
     except (TypeError, ValueError):

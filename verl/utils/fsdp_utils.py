@@ -128,22 +128,44 @@ def _single_process_quiet():
         yield
 
 
-def save_dcp(path: str, module: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
-    """Model (and optimizer) state under ``path`` with torch distributed checkpoint: every rank writes its shards."""
+def _dcp_options(trainable_only: bool):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    # LoRA: the frozen base is the model directory's, so only the adapters (and their optimizer state) are saved
+    return StateDictOptions(ignore_frozen_params=True, strict=False) if trainable_only else None
+
+
+def _trainable_only(module: torch.nn.Module, model_sd: dict) -> dict:
+    """``model_sd`` without frozen entries: ``ignore_frozen_params`` keeps a frozen tied copy (a tied lm_head)."""
+    trainable = {name for name, p in module.named_parameters() if p.requires_grad}
+    return {k: v for k, v in model_sd.items() if k in trainable}
+
+
+def save_dcp(
+    path: str, module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, trainable_only: bool = False
+) -> None:
+    """Model (and optimizer) state under ``path`` with torch distributed checkpoint: every rank writes its shards.
+    ``trainable_only``: the parameters that train, without the frozen ones (a LoRA run's adapters)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
+    options = _dcp_options(trainable_only)
     if optimizer is not None:
-        model_sd, optim_sd = get_state_dict(module, optimizer)
+        model_sd, optim_sd = get_state_dict(module, optimizer, options=options)
         state = {"model": model_sd, "optim": optim_sd}
     else:
-        state = {"model": get_model_state_dict(module)}
+        state = {"model": get_model_state_dict(module, options=options)}
+    if trainable_only:
+        state["model"] = _trainable_only(module, state["model"])
     with _single_process_quiet():
         dcp.save(state, checkpoint_id=path)
 
 
-def load_dcp(path: str, module: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
-    """Load a `save_dcp` checkpoint into ``module`` (and ``optimizer``), resharding to this run's worker count."""
+def load_dcp(
+    path: str, module: torch.nn.Module, optimizer: torch.optim.Optimizer | None, trainable_only: bool = False
+) -> None:
+    """Load a `save_dcp` checkpoint into ``module`` (and ``optimizer``), resharding to this run's worker count.
+    ``trainable_only``: it was saved so (LoRA); the frozen parameters keep the values they were loaded with."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
@@ -154,17 +176,21 @@ def load_dcp(path: str, module: torch.nn.Module, optimizer: torch.optim.Optimize
 
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: no distributed checkpoint here (a checkpoint holds dcp/, huggingface/)")
+    options = _dcp_options(trainable_only)
     if optimizer is not None:
-        model_sd, optim_sd = get_state_dict(module, optimizer)
-        state = {"model": model_sd, "optim": optim_sd}
+        model_sd, optim_sd = get_state_dict(module, optimizer, options=options)
+        state = {"model": _trainable_only(module, model_sd) if trainable_only else model_sd, "optim": optim_sd}
         with _single_process_quiet():
             dcp.load(state, checkpoint_id=path)
-        set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        set_state_dict(
+            module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=options
+        )
     else:
-        state = {"model": get_model_state_dict(module)}
+        model_sd = get_model_state_dict(module, options=options)
+        state = {"model": _trainable_only(module, model_sd) if trainable_only else model_sd}
         with _single_process_quiet():
             dcp.load(state, checkpoint_id=path)
-        set_model_state_dict(module, state["model"])
+        set_model_state_dict(module, state["model"], options=options)
 
 
 def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:

@@ -60,6 +60,8 @@ def resolve_model_path(path: str) -> str:
             + ", ".join(BUILTIN_PREFIX + n for n in list_builtin_models())
         )
     if not os.path.isfile(os.path.join(local, "config.json")):
+        if os.path.isfile(os.path.join(local, "adapter_config.json")):
+            return local  # a PEFT adapter: load_causal_lm loads its base model and merges it in
         raise FileNotFoundError(
             f"model directory {local!r} has no config.json: it is not a Hugging Face model directory "
             "(expected config.json, *.safetensors and the tokenizer files, as written by save_pretrained)."
@@ -206,12 +208,17 @@ def load_causal_lm(
     """Load ``AutoModelForCausalLM`` from a local directory (or ``builtin://`` name). ``override_config``
     (verl's ``actor_rollout_ref.model.override_config``): attributes of the model's config replaced before the
     weights load, e.g. ``{"attention_dropout": 0.0}``; a key the config does not have is an error naming it.
-    ``trust_remote_code``: allow the directory's own modelling code (verl's ``model.trust_remote_code``)."""
+    ``trust_remote_code``: allow the directory's own modelling code (verl's ``model.trust_remote_code``). A PEFT
+    adapter directory (a LoRA checkpoint's ``lora_adapter/``) loads as its base model with the adapter merged in."""
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
     local = resolve_model_path(path)
     hf_logging.disable_progress_bar()
+    if not os.path.isfile(os.path.join(local, "config.json")):  # a LoRA adapter directory (verl.utils.lora)
+        from verl.utils.lora import load_adapter_model
+
+        return load_adapter_model(local, dtype=_as_dtype(dtype), trust_remote_code=trust_remote_code)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if override_config:
         config = AutoConfig.from_pretrained(local, trust_remote_code=trust_remote_code)

@@ -10,7 +10,7 @@ have). This module holds the ones that act:
   (-> ``ray_init``);
 * a value this version cannot honour either warns and says what runs instead (`WARN_UNLESS`: the run is the same
   algorithm, e.g. a vLLM engine setting or sequence parallelism) or is an error (`ERROR_UNLESS`: the run would be
-  another algorithm, e.g. LoRA);
+  another algorithm, e.g. MoE router replay);
 * a key verl derives from another (`MIRRORED_KEYS`, e.g. ``actor.rollout_n`` from ``rollout.n``) follows it; set to
   another value it is an error when the run would differ, else a warning.
 """
@@ -70,7 +70,6 @@ RAY_INIT_KEYS = ("address", "num_cpus")
 
 _NO_SEQUENCE_PARALLEL = "sequence parallelism is not implemented: each worker holds whole sequences (the same math)"
 _NO_PROFILING = "profiling is not wired into the trainer (benchmarks/ has profiling scripts)"
-_NO_LORA = "LoRA is not implemented in this version; remove the key to train every weight"
 _ADAMW_ONLY = "the optimizer is torch.optim.AdamW in this version (another optimizer would be another algorithm)"
 _NO_MOE_REPLAY = "MoE router replay is not implemented: the update's expert routing, so its gradient, would differ"
 _NO_BYPASS_MODE = (
@@ -174,9 +173,6 @@ WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
 
 # key, values this version implements, why any other value cannot run (a ConfigError)
 ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
-    (f"{ARR}.model.lora_rank", (0,), _NO_LORA),
-    ("critic.model.lora_rank", (0,), _NO_LORA),
-    (f"{ARR}.model.lora_adapter_path", (None,), _NO_LORA),
     (
         f"{ARR}.rollout.mode",
         ("sync", "async"),
@@ -421,11 +417,6 @@ SFT_WARN_UNLESS: tuple[tuple[str, tuple, str], ...] = (
     ("trainer.max_ckpt_to_keep", (None,), "every saved SFT checkpoint is kept"),
 )
 SFT_ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
-    (
-        "model.lora_rank",
-        (0,),
-        "LoRA is not implemented in this version; remove the key to fine-tune every weight",
-    ),
     ("data.custom_cls.path", (None,), _NO_CUSTOM_DATASET),
     ("trainer.nnodes", (1,), "SFT runs in one process in this version: use trainer.nnodes=1"),
     (

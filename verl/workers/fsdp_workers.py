@@ -15,6 +15,7 @@ call over the ranks.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -33,6 +34,15 @@ from verl.utils.fsdp_utils import (
     local_state_bytes,
     save_dcp,
 )
+from verl.utils.lora import (
+    ADAPTER_DIR,
+    apply_lora,
+    full_adapter_state,
+    iter_merged_full_tensors,
+    lora_enabled,
+    save_adapter,
+    trainable_parameters,
+)
 from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
 from verl.utils.optim import build_adamw, scale_lr_schedule
 from verl.workers.actor.dp_actor import DataParallelPPOActor
@@ -50,7 +60,7 @@ def build_optimizer(module: torch.nn.Module, optim_cfg, total_steps: int):
     if warmup is None or warmup < 0:
         warmup = int(optim_cfg.lr_warmup_steps_ratio * total_steps)
     return build_adamw(
-        module.parameters(),
+        trainable_parameters(module),  # with LoRA the adapters alone: the frozen base carries no optimizer state
         optim_cfg.lr,
         optim_cfg.betas,
         optim_cfg.weight_decay,
@@ -117,13 +127,21 @@ def _set_params(module: torch.nn.Module, state: dict[str, torch.Tensor] | None) 
         p.data = state[name].to(p.dtype) if state is not None else torch.empty(0, dtype=p.dtype, device=p.device)
 
 
-def _save_role_checkpoint(worker: Worker, path: str, module, optimizer, hf_module_fn, tokenizer, extra: dict) -> None:
-    """``path/{dcp,huggingface,extra_state.pt}`` (see verl.utils.fsdp_utils); every rank calls it."""
+def _save_role_checkpoint(
+    worker: Worker, path: str, module, optimizer, hf_module_fn, tokenizer, extra: dict, lora: bool = False
+) -> None:
+    """``path/{dcp,huggingface,extra_state.pt}`` (see verl.utils.fsdp_utils); every rank calls it. ``lora``: the
+    adapter alone, ``dcp/`` with its optimizer state and ``lora_adapter/`` in PEFT's format, instead of
+    ``huggingface/`` (``python -m verl.model_merger merge --merge_lora`` writes the merged model)."""
     os.makedirs(path, exist_ok=True)
-    save_dcp(os.path.join(path, "dcp"), module, optimizer)
-    hf_module = hf_module_fn()  # collective in the Ray backend: every rank gathers, rank 0 writes
+    save_dcp(os.path.join(path, "dcp"), module, optimizer, trainable_only=lora)
+    # collective in the Ray backend: every rank gathers, rank 0 writes
+    state = full_adapter_state(module) if lora else hf_module_fn()
     if worker.rank == 0:
-        save_hf_checkpoint(hf_module, tokenizer, os.path.join(path, "huggingface"))
+        if lora:
+            save_adapter(module, state, tokenizer, os.path.join(path, ADAPTER_DIR))
+        else:
+            save_hf_checkpoint(state, tokenizer, os.path.join(path, "huggingface"))
         torch.save(extra, os.path.join(path, "extra_state.pt"))
     if worker.distributed:
         torch.distributed.barrier()
@@ -152,10 +170,15 @@ class ActorRolloutRefWorker(Worker):
         cfg = self.config
         import_external_lib(cfg.model.external_lib)
         self.tokenizer = load_tokenizer(cfg.model.path, trust_remote_code=cfg.model.trust_remote_code)
+        self._is_lora = lora_enabled(cfg.model)
         if self._is_actor:
             self.actor_module = self._load_policy()
+            if self._is_lora:  # adapters on the frozen base (verl.utils.lora), before sharding
+                self.actor_module = apply_lora(self.actor_module, cfg.model, self.seed, key="actor_rollout_ref.model")
             if cfg.model.enable_gradient_checkpointing:
                 self.actor_module.gradient_checkpointing_enable()
+                if self._is_lora:  # the frozen embeddings' output must carry grad for the recomputed layers
+                    self.actor_module.enable_input_require_grads()
             if self.distributed:
                 apply_fsdp2(self.actor_module, cfg.actor.fsdp_config, self.device)
                 # the rollout's own full-weight module: filled from the shards before each generation, then freed
@@ -175,24 +198,30 @@ class ActorRolloutRefWorker(Worker):
                 use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
+            # an engine with its own copy of the weights (vLLM) is handed the actor's after every change
+            self._engine_owns_weights = cfg.rollout.name == "vllm"
+            self._weights_stale = self._engine_owns_weights
+            self._engine_has_base = False  # a LoRA engine's base weights, handed over once
             self.rollout: BaseRollout = rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
-                module=self.rollout_module,
+                # the policy (a LoRA one gets an engine that takes adapters); the HF sampler: the module it runs
+                module=self.actor_module if self._engine_owns_weights else self.rollout_module,
                 config=cfg.rollout,
                 tokenizer=self.tokenizer,
                 eos_token_ids=stop_token_ids(cfg.model.path, self.tokenizer),
                 seed=self.seed,
                 model_path=cfg.model.path,
             )
-            # an engine with its own copy of the weights (vLLM) is handed the actor's after every change
-            self._engine_owns_weights = cfg.rollout.name == "vllm"
-            self._weights_stale = self._engine_owns_weights
-        if self._is_ref:
+        if self._is_ref and self._is_lora and self._is_actor:
+            # the reference is the actor's base: the same module with its adapters off, no second copy
+            self.ref_module = self.actor_module
+        elif self._is_ref:
             self.ref_module = self._load_policy()
             self.ref_module.requires_grad_(False)
             if self.distributed:
                 apply_fsdp2(self.ref_module, cfg.ref.fsdp_config, self.device)
             else:
                 self.ref_module.to(self.device)
+        if self._is_ref:
             self.ref_policy = DataParallelPPOActor(
                 cfg.actor,
                 self.ref_module,
@@ -211,17 +240,32 @@ class ActorRolloutRefWorker(Worker):
         """Hand the actor's current weights to a vLLM engine when they changed since the last hand-over; returns
         the seconds it took (0 for the HF sampler, which samples with the actor's module itself). On the Ray
         backend each tensor is all-gathered from the FSDP2 shards as the engine's buckets fill (every rank, a
-        collective): one bucket of full tensors at a time beside the engine's copy, and no disk round trip."""
+        collective): one bucket of full tensors at a time beside the engine's copy, and no disk round trip. A LoRA
+        policy's engine gets the base weights once and then each update's adapter alone."""
         if not getattr(self, "_weights_stale", False):
             return 0.0
         t = time.perf_counter()
-        self.rollout.load_weights(iter_full_tensors(self.actor_module))
+        if getattr(self.rollout, "lora_rank", 0) > 0:  # the engine keeps the base and takes the adapter alone
+            if not self._engine_has_base:
+                with self.actor_module.disable_adapter():
+                    self.rollout.load_weights(iter_merged_full_tensors(self.actor_module))
+                self._engine_has_base = True
+            self.rollout.load_adapter(self.actor_module, full_adapter_state(self.actor_module))
+        else:
+            self.rollout.load_weights(self._iter_policy_weights())
         self._weights_stale = False
         return time.perf_counter() - t
 
+    def _iter_policy_weights(self):
+        """The policy's whole weights under the base model's names (a LoRA policy's adapters merged in)."""
+        if self._is_lora:
+            return iter_merged_full_tensors(self.actor_module)
+        return iter_full_tensors(self.actor_module)
+
     def _gather_rollout_weights(self) -> None:
         if self.rollout_module is not self.actor_module:
-            _set_params(self.rollout_module, full_state_dict(self.actor_module))
+            state = dict(self._iter_policy_weights()) if self._is_lora else full_state_dict(self.actor_module)
+            _set_params(self.rollout_module, state)
 
     def _free_rollout_weights(self) -> None:
         if self.rollout_module is not self.actor_module:
@@ -285,7 +329,9 @@ class ActorRolloutRefWorker(Worker):
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def compute_ref_log_prob(self, data: DataProto) -> DataProto:
         data = _log_prob_pass(data, self.config.ref, log_prob_temperature(self.config.rollout))
-        log_probs, _ = self.ref_policy.compute_log_prob(self.to_device(data))
+        base = self.ref_module is getattr(self, "actor_module", None)  # LoRA: the actor with its adapters off
+        with self.actor_module.disable_adapter() if base else contextlib.nullcontext():
+            log_probs, _ = self.ref_policy.compute_log_prob(self.to_device(data))
         return self.to_host(DataProto.from_dict({"ref_log_prob": log_probs}))
 
     @register(Dispatch.DP_COMPUTE_PROTO)
@@ -331,6 +377,7 @@ class ActorRolloutRefWorker(Worker):
                 self._full_actor_module,
                 self.tokenizer,
                 extra,
+                lora=self._is_lora,
             )
         finally:
             self._free_rollout_weights()
@@ -338,7 +385,8 @@ class ActorRolloutRefWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path: str) -> None:
         extra = _load_extra(local_path)
-        load_dcp(os.path.join(local_path, "dcp"), self.actor_module, self.actor_optimizer)
+        dcp_dir = os.path.join(local_path, "dcp")
+        load_dcp(dcp_dir, self.actor_module, self.actor_optimizer, trainable_only=self._is_lora)
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
         self.actor.lr_scale = extra.get("lr_scale", 1.0)  # checkpoints from before actor.trust_region: 1
         self.rollout.set_rng_state(extra["rollout_rng"])
@@ -379,8 +427,13 @@ class CriticWorker(Worker):
             hf_logging.set_verbosity(verbosity)
         if cfg.model.dtype == "bf16":
             self.critic_module.to(torch.bfloat16)
+        self._is_lora = lora_enabled(cfg.model)
+        if self._is_lora:  # adapters plus a fully trained value head (PEFT's modules_to_save for TOKEN_CLS)
+            self.critic_module = apply_lora(self.critic_module, cfg.model, self.seed, "TOKEN_CLS", "critic.model")
         if cfg.model.enable_gradient_checkpointing:
             self.critic_module.gradient_checkpointing_enable()
+            if self._is_lora:
+                self.critic_module.enable_input_require_grads()
         if self.distributed:
             apply_fsdp2(self.critic_module, cfg.model.fsdp_config, self.device)
         else:
@@ -423,14 +476,15 @@ class CriticWorker(Worker):
     @register(Dispatch.ONE_TO_ALL)
     def save_checkpoint(self, local_path: str) -> None:
         extra = {"lr_scheduler": self.critic_lr_scheduler.state_dict()}
-        _save_role_checkpoint(
-            self, local_path, self.critic_module, self.critic_optimizer, self._full_critic_module, self.tokenizer, extra
-        )
+        module, optimizer = self.critic_module, self.critic_optimizer
+        args = (self._full_critic_module, self.tokenizer, extra, self._is_lora)
+        _save_role_checkpoint(self, local_path, module, optimizer, *args)
 
     @register(Dispatch.ONE_TO_ALL)
     def load_checkpoint(self, local_path: str) -> None:
         extra = _load_extra(local_path)
-        load_dcp(os.path.join(local_path, "dcp"), self.critic_module, self.critic_optimizer)
+        dcp_dir = os.path.join(local_path, "dcp")
+        load_dcp(dcp_dir, self.critic_module, self.critic_optimizer, trainable_only=self._is_lora)
         self.critic_lr_scheduler.load_state_dict(extra["lr_scheduler"])
 
     @register(Dispatch.ONE_TO_ALL)

@@ -75,9 +75,13 @@ class SFTModelConfig(BaseConfig):
     enable_gradient_checkpointing: bool = False  # recompute activations in backward: less memory
     external_lib: str | None = None  # a module imported before the model loads (custom architectures)
     trust_remote_code: bool = False  # allow the model directory's own tokenizer and modelling code
-    lora_rank: int = 0  # LoRA: not implemented in this version (> 0 is an error)
-    lora_alpha: int = 16  # LoRA scaling (only with lora_rank > 0)
-    target_modules: str = "all-linear"  # LoRA target modules (only with lora_rank > 0)
+    # LoRA adapters (PEFT; docs/lora.md): > 0 trains rank-r adapters on the frozen model and saves the adapter
+    # (PEFT format) at each checkpoint; 0 fine-tunes every weight
+    lora_rank: int = 0
+    lora_alpha: int = 16  # the adapters' scale is lora_alpha / lora_rank
+    target_modules: Any = "all-linear"  # all-linear, or a list / comma-separated module names
+    exclude_modules: Any = None  # modules left without adapters
+    lora_adapter_path: str | None = None  # a saved PEFT adapter directory to go on training; implies LoRA
     use_liger: bool = False  # Liger GPU kernels: not available here (true warns)
     strategy: str = "fsdp2"  # no effect: SFT runs in one process
     fsdp_config: SFTFSDPConfig = field(default_factory=SFTFSDPConfig)  # no effect: SFT runs in one process
@@ -107,7 +111,8 @@ class SFTTrainerSection(BaseConfig):
     total_epochs: int = 10  # used when total_training_steps is null
     total_training_steps: int | None = None  # overrides total_epochs when set
     test_freq: int = -1  # validate every N steps (-1: only at the end)
-    save_freq: int = -1  # save an HF checkpoint every N steps (-1: only at the end)
+    # save a checkpoint every N steps (-1: only at the end): an HF model directory, a PEFT adapter one with LoRA
+    save_freq: int = -1
     log_freq: int = 10  # console/file metrics every N steps
     logger: list[str] = field(default_factory=lambda: ["console", "file"])  # console | file | tensorboard
     seed: int = 1  # data order and init: same seed, same run on CPU
@@ -118,9 +123,10 @@ class SFTTrainerSection(BaseConfig):
     n_gpus_per_node: int = 1  # SFT runs in one process: more than one is an error (torchrun --nproc_per_node=1)
     device: str = "cpu"  # SFT trains on the CPU here (cuda warns and trains on the CPU)
     max_ckpt_to_keep: int | None = None  # no effect: every saved checkpoint is kept
-    resume_mode: str = "auto"  # no effect: SFT starts from model.partial_pretrain (no SFT resume)
+    # no effect: SFT starts from model.partial_pretrain (and model.lora_adapter_path); no SFT resume
+    resume_mode: str = "auto"
     resume_from_path: str | None = None  # no effect (no SFT resume)
-    # no effect: checkpoints are HF model directories
+    # no effect: checkpoints are HF model directories (PEFT adapter directories with LoRA)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
 

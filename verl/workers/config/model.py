@@ -47,11 +47,15 @@ class HFModelConfig(BaseConfig):
     # fused GPU log-prob kernels: the log-prob already comes from one log-softmax (true warns)
     use_fused_kernels: bool = False
     enable_activation_offload: bool = False  # GPU activation offload: not available (true warns)
-    lora_rank: int = 0  # LoRA: not implemented in this version (> 0 is an error)
-    lora_alpha: int = 16  # LoRA scaling (only with lora_rank > 0)
-    target_modules: str = "all-linear"  # LoRA target modules (only with lora_rank > 0)
-    exclude_modules: str | None = None  # LoRA modules left out (only with lora_rank > 0)
-    lora_adapter_path: str | None = None  # a saved LoRA adapter to start from: LoRA is not implemented (an error)
+    # LoRA adapters (PEFT; docs/lora.md): > 0 trains rank-r adapters on the frozen base, whose reference policy is
+    # the same module with its adapters off; 0 trains every weight
+    lora_rank: int = 0
+    lora_alpha: int = 16  # the adapters' scale is lora_alpha / lora_rank
+    # modules that get adapters: all-linear (every linear but the output head), or a list / comma-separated names
+    target_modules: Any = "all-linear"
+    exclude_modules: Any = None  # modules left without adapters (a list, comma-separated names, or a regex)
+    # a saved PEFT adapter directory to start from (e.g. a checkpoint's actor/lora_adapter); implies LoRA
+    lora_adapter_path: str | None = None
     # a model config directory other than path: not read here (a value warns; the config comes from path)
     hf_config_path: str | None = None
     # a tokenizer other than the model's: use data.tokenizer here (a value warns; the tokenizer comes from
@@ -84,9 +88,11 @@ class FSDPCriticModelCfg(BaseConfig):
     override_config: dict[str, Any] = field(default_factory=dict)
     use_shm: bool = False  # no effect: the model is read from its directory
     enable_activation_offload: bool = False  # GPU activation offload: not available (true warns)
-    lora_rank: int = 0  # LoRA: not implemented in this version (> 0 is an error)
-    lora_alpha: int = 16  # LoRA scaling (only with lora_rank > 0)
-    target_modules: str = "all-linear"  # LoRA target modules (only with lora_rank > 0)
+    # LoRA adapters on the value model (docs/lora.md); its value head trains in full. 0: every weight trains
+    lora_rank: int = 0
+    lora_alpha: int = 16  # the adapters' scale is lora_alpha / lora_rank
+    target_modules: Any = "all-linear"  # all-linear, or a list / comma-separated module names
+    exclude_modules: Any = None  # modules left without adapters
     # tiled MLP: not implemented (enabled=true warns; the plain MLP runs, same math)
     tiled_mlp: dict[str, Any] = field(default_factory=lambda: {"enabled": False, "num_shards": 4})
 

@@ -17,7 +17,8 @@ The prompt prefill stays the model's own forward. The step needs the preallocate
 (``rollout.preallocate_kv_cache``, default on); without it the rollout keeps the generic forward. Supported: ``model_type`` qwen2, llama, mistral (without a sliding
 window shorter than the sequence) and qwen3 (per-head q/k norms); anything else -- or a module whose layout is not
 the standard one -- returns ``None`` from `LeanDecoder.build` and the rollout keeps the generic forward. The results
-equal the generic forward's within float tolerance (``tests/workers/rollout/test_lean_decode.py``).
+equal the generic forward's within float tolerance (``tests/workers/rollout/test_lean_decode.py``). A LoRA policy (a
+PEFT ``PeftModel``) runs the same step on merged weights, ``W + scaling * B @ A``, computed once per generation.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import rotate_half  # the rotary helper of the whole family
 
+from verl.utils.lora import base_model, merged_weight
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["LeanDecoder", "SUPPORTED_MODEL_TYPES"]
@@ -36,8 +39,24 @@ __all__ = ["LeanDecoder", "SUPPORTED_MODEL_TYPES"]
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama", "mistral", "qwen3")
 
 
-def _cat_biases(linears: list[torch.nn.Linear]) -> torch.Tensor | None:
+def _linear(module: torch.nn.Module) -> torch.nn.Module:
+    """The ``nn.Linear`` of a projection: itself, or the base layer a LoRA layer wraps."""
+    return getattr(module, "base_layer", module)
+
+
+def _weight(module: torch.nn.Module) -> torch.Tensor:
+    """The projection's effective weight: a LoRA layer's base weight with its active adapters merged in."""
+    base = getattr(module, "base_layer", None)
+    if base is None:
+        return module.weight
+    a = {n: module.lora_A[n].weight for n in module.lora_A}
+    b = {n: module.lora_B[n].weight for n in module.lora_B}
+    return merged_weight(module, base.weight, a, b)
+
+
+def _cat_biases(linears: list[torch.nn.Module]) -> torch.Tensor | None:
     """The biases of linear layers fused into one matmul (zeros for a layer without one), or None if none has one."""
+    linears = [_linear(lin) for lin in linears]
     if all(lin.bias is None for lin in linears):
         return None
     return torch.cat(
@@ -72,6 +91,7 @@ class LeanDecoder:
     """
 
     def __init__(self, module: torch.nn.Module):
+        module = base_model(module)  # a LoRA PeftModel: the HF model inside, its adapters merged at each refresh
         cfg = module.config
         self.module = module
         self.model = module.model
@@ -94,6 +114,7 @@ class LeanDecoder:
 
     @staticmethod
     def unsupported_reason(module: torch.nn.Module) -> str | None:
+        module = base_model(module)
         cfg = getattr(module, "config", None)
         model_type = getattr(cfg, "model_type", None)
         if model_type not in SUPPORTED_MODEL_TYPES:
@@ -117,13 +138,14 @@ class LeanDecoder:
                 attn is None
                 or mlp is None
                 or not all(
-                    isinstance(getattr(attn, p, None), torch.nn.Linear)
+                    isinstance(_linear(getattr(attn, p, None)), torch.nn.Linear)
                     for p in ("q_proj", "k_proj", "v_proj", "o_proj")
                 )
             ):
                 return "a layer without q/k/v/o_proj linear layers"
             if not all(
-                isinstance(getattr(mlp, p, None), torch.nn.Linear) for p in ("gate_proj", "up_proj", "down_proj")
+                isinstance(_linear(getattr(mlp, p, None)), torch.nn.Linear)
+                for p in ("gate_proj", "up_proj", "down_proj")
             ):
                 return "a layer without gate/up/down_proj linear layers"
             if not hasattr(mlp, "act_fn"):
@@ -140,12 +162,12 @@ class LeanDecoder:
             for layer in self.model.layers:
                 attn, mlp = layer.self_attn, layer.mlp
                 t = _Layer()
-                t.qkv_w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight], dim=0)
+                t.qkv_w = torch.cat([_weight(attn.q_proj), _weight(attn.k_proj), _weight(attn.v_proj)], dim=0)
                 t.qkv_b = _cat_biases([attn.q_proj, attn.k_proj, attn.v_proj])
-                t.o_w, t.o_b = attn.o_proj.weight, attn.o_proj.bias
-                t.gu_w = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight], dim=0)
+                t.o_w, t.o_b = _weight(attn.o_proj), _linear(attn.o_proj).bias
+                t.gu_w = torch.cat([_weight(mlp.gate_proj), _weight(mlp.up_proj)], dim=0)
                 t.gu_b = _cat_biases([mlp.gate_proj, mlp.up_proj])
-                t.down_w, t.down_b = mlp.down_proj.weight, mlp.down_proj.bias
+                t.down_w, t.down_b = _weight(mlp.down_proj), _linear(mlp.down_proj).bias
                 t.act = mlp.act_fn
                 t.ln1, t.ln2 = layer.input_layernorm, layer.post_attention_layernorm
                 t.q_norm, t.k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil as _shutil
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -66,6 +67,9 @@ logger = logging.getLogger(__name__)
 __all__ = ["shutdown_vllm_process_group", "vLLMRollout", "row_seed", "vllm_engine_kwargs"]
 
 _BUCKET_BYTES = 512 << 20  # weights handed to the engine per load_weights call
+
+
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 
 
 def row_seed(seed: int, call: int, sample_index: int) -> int:
@@ -143,9 +147,13 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         model_path: str | None = None,
     ) -> vLLMRollout:
         """The engine of the actor's worker: built from ``model_path`` (the policy's directory); the worker hands it
-        ``module``'s weights before it samples (`load_weights`)."""
+        ``module``'s weights before it samples (`load_weights`). A LoRA policy (a PEFT ``PeftModel``) gets an
+        engine with vLLM's LoRA support on, which keeps the base weights and takes each update's adapter alone
+        (`load_adapter`)."""
         device = next(module.parameters()).device.type if any(True for _ in module.parameters()) else "cpu"
-        return cls(model_path, config, eos_token_ids, tokenizer.pad_token_id, seed=seed, device=device)
+        lora_rank = int(module.peft_config["default"].r) if hasattr(module, "peft_config") else 0
+        pad = tokenizer.pad_token_id
+        return cls(model_path, config, eos_token_ids, pad, seed=seed, device=device, lora_rank=lora_rank)
 
     def __init__(
         self,
@@ -156,6 +164,7 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         seed: int = 0,
         device: str = "cpu",
         tensor_parallel_size: int = 1,
+        lora_rank: int = 0,
     ):
         super().__init__(config=config)
         self._engine_lock = threading.Lock()  # one engine call at a time (see the class docstring)
@@ -169,6 +178,14 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         kwargs = vllm_engine_kwargs(
             config, model_path, seed, self.on_cpu, world_size=world, tensor_parallel_size=tensor_parallel_size
         )
+        self.lora_rank = int(lora_rank)
+        if self.lora_rank > 0:  # one adapter at a time: the policy's latest (vLLM pads it to an allowed max rank)
+            allowed = [r for r in VLLM_LORA_RANKS if r >= self.lora_rank]
+            if not allowed:
+                raise ValueError(f"lora_rank={self.lora_rank}: vLLM takes adapters up to rank {VLLM_LORA_RANKS[-1]}")
+            kwargs.update(enable_lora=True, max_lora_rank=allowed[0], max_loras=1)
+        self._lora_request: Any = None  # the adapter the engine samples with (None: the base weights alone)
+        self._adapter_dir: str | None = None
         self.llm = _build_llm(kwargs, self.on_cpu)
         # an engine over several ranks samples the union of their shares (`trainer_world`)
         tp_rows = TensorParallelRows() if world > 1 else None
@@ -193,6 +210,34 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
             )
             self.llm.reset_prefix_cache()
         return counted[0]
+
+    def load_adapter(self, module: torch.nn.Module, adapter_state: dict[str, torch.Tensor]) -> None:
+        """Sample with ``module``'s adapter (a PEFT ``PeftModel``) of tensors ``adapter_state`` (its whole trainable
+        tensors, `verl.utils.lora.full_adapter_state`) from now on: the engine's base weights stay, the adapter
+        replaces the previous one. vLLM takes adapters by path, so it is written in PEFT's format to this engine's
+        directory (under /dev/shm where there is one; removed with the engine or at exit), registered under a new
+        id, and the previous one removed."""
+        import tempfile
+        import weakref
+
+        from vllm.lora.request import LoRARequest
+
+        from verl.utils.lora import save_adapter
+
+        if self._adapter_dir is None:
+            shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+            self._adapter_dir = tempfile.mkdtemp(prefix="verl-lora-", dir=shm)
+            weakref.finalize(self, _shutil.rmtree, self._adapter_dir, ignore_errors=True)
+        old = self._lora_request
+        lora_id = (old.lora_int_id + 1) if old is not None else 1
+        path = save_adapter(module, adapter_state, None, os.path.join(self._adapter_dir, f"adapter-{lora_id}"))
+        with self._engine_lock:
+            self._lora_request = LoRARequest(f"policy-{lora_id}", lora_id, path)
+            if old is not None:
+                self.llm.llm_engine.remove_lora(old.lora_int_id)
+            self.llm.reset_prefix_cache()
+        if old is not None:
+            _shutil.rmtree(old.lora_path, ignore_errors=True)
 
     async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], **kwargs: Any) -> None:
         """verl's hook: `load_weights`."""
@@ -321,7 +366,7 @@ class vLLMRollout(BatchedGenerate, BaseRollout):  # noqa: N801 (verl's class nam
         if not prompts:
             return []
         with self._engine_lock:
-            return self.llm.generate(prompts, sampling, use_tqdm=False)
+            return self.llm.generate(prompts, sampling, use_tqdm=False, lora_request=self._lora_request)
 
     def _vocab_size(self) -> int | None:
         return int(self.llm.model_config.get_vocab_size())
