@@ -42,8 +42,6 @@ def checkpoint(tmp_path_factory):
             "actor_rollout_ref.actor.optim.lr=1e-3",  # one step moves the adapters well away from the base
             "actor_rollout_ref.model.lora_rank=8",
             "critic.model.lora_rank=8",
-            # the value head trains in full (modules_to_save); all-linear would also put an adapter on it
-            "critic.model.exclude_modules=score",
             "trainer.total_training_steps=1",
             "trainer.save_freq=1",
             "trainer.val_before_train=false",
@@ -97,6 +95,9 @@ def test_merged_export_equals_the_peft_model(checkpoint, tmp_path):
         assert got.shape == expected.shape
         # fp32: W x + B A x and (W + B A) x round differently; this model's fp32 forward alone is ~1e-5 off fp64
         assert (got - expected).abs().max() < 1e-4, role
+        # fp32 against PEFT's own merge of base + adapter (merge_and_unload): the same weights, the same logits
+        peft_merged = _peft(role, checkpoint / role / "lora_adapter").merge_and_unload()
+        assert (got - _outputs(peft_merged)).abs().max() < 1e-5, role
         # fp64 (the exported fp32 weights, cast): only the merged weights' rounding to fp32 is left
         assert (_outputs(merged, torch.float64) - _outputs(peft_model, torch.float64)).abs().max() < 1e-5, role
         if role == "actor":  # the adapter did train: the merged model is not the base one
