@@ -310,3 +310,11 @@ def test_lora_memory_smoke_compares_both_modes_with_the_real_worker():
     assert full["trainable_params"] == full["total_params"] > 5 * lora["trainable_params"]
     # AdamW's two moments per trainable parameter (fp32), in both modes
     assert full["optim_bytes"] == 8 * full["trainable_params"] and lora["optim_bytes"] == 8 * lora["trainable_params"]
+
+
+def test_deterministic_gather_reports_both_gathers_and_index_select_is_bit_stable():
+    report = load("deterministic_gather").main(["--repeats", "20", "--threads", "2"])
+    assert set(report) == {"keys/values of a layer", "first-token logits"}
+    for case in report.values():
+        assert case["differing"]["index_select"] == 0  # the gather the shared-prompt pass uses: same bits every time
+        assert all(us > 0 for us in case["median_us"].values())

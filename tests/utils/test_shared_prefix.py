@@ -159,3 +159,26 @@ def test_exact_chunk_count_for_data_parallel_ranks():
     assert len(plan_length_chunks([3, 3, 3, 3], 3, exact=True)) == 3
     assert len(plan_length_chunks([3, 3, 3, 3], 3)) == 1
     assert len(plan_length_chunks([3, 0], 3, exact=True)) == 1  # fewer rows than chunks: the caller pads
+
+
+def test_shared_prefix_gradients_are_bit_identical_run_after_run_with_two_threads(tiny_policy):
+    """Same inputs, same gradient bits with 2 intra-op threads. The rows of a response chunk mix prompts, so the
+    gathers of the prompts' keys/values and first logits repeat indices out of order: advanced indexing's backward
+    (atomic adds over threads) gave different bits in most runs here; ``index_select``'s adds in index order."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        b = grouped_batch(seed=2, groups=16, n=8).batch  # 128 rows: the gathers are above the parallel grain size
+        module = copy.deepcopy(tiny_policy).train()
+
+        def gradients() -> list[torch.Tensor]:
+            module.zero_grad()
+            logits, index = shared_prefix_response_logits(module, b, R, 0.7)
+            torch.log_softmax(logits, -1).gather(-1, index.labels[:, None]).sum().backward()
+            return [p.grad.clone() for p in module.parameters()]
+
+        first = gradients()
+        for _ in range(10):
+            assert all(torch.equal(a, g) for a, g in zip(first, gradients()))
+    finally:
+        torch.set_num_threads(threads)

@@ -8,11 +8,14 @@ once, with its KV cache kept in the autograd graph:
 1. prefill: the U distinct prompt rows (left-padded, as in the batch) in one forward pass with ``use_cache=True``;
    the logits at the last prompt position predict every sample's first response token;
 2. responses: each row's response tokens (all but the last, which predicts nothing) in a forward pass whose KV cache
-   is its prompt's keys/values, indexed per row (``keys[inverse]``, a differentiable gather). The rows run in a few
+   is its prompt's keys/values, gathered per row (``keys.index_select(0, inverse)``). The rows run in a few
    chunks of similar response length, each trimmed to its longest response, so little padding is computed.
 
 Autograd accumulates the ``n`` rows' gradients through the gather into the one prompt computation, so the gradient is
-the plain path's up to float summation order. Prompt positions are ~1/3 of the tokens of the default workload
+the plain path's up to float summation order. The gathers are ``index_select``: its backward adds the rows' gradients
+in index order, whereas advanced indexing (``keys[inverse]``) accumulates repeated indices with atomic adds over the
+intra-op threads, in an order that varies from run to run (with 2 threads ~all of 400 repeats of a shuffled gather
+differed in the last bits; ``tests/utils/test_shared_prefix.py``). Prompt positions are ~1/3 of the tokens of the default workload
 (35 prompt + ~60 response tokens, n = 8): the prompt part of the reference forward and of the policy forward and
 backward shrinks n-fold (``benchmarks/RESULTS.md``, section 2).
 
@@ -163,7 +166,7 @@ def shared_prefix_response_logits(
     from transformers.cache_utils import DynamicCache
 
     first_logits = out.logits[:, -1, :]  # (U, V): predicts response token 0 of each of the prompt's rows
-    pieces = [first_logits[inverse[resp_lens > 0]]]
+    pieces = [first_logits.index_select(0, inverse[resp_lens > 0])]  # a fixed-order backward (module docstring)
     rows = [torch.nonzero(resp_lens > 0).squeeze(1)]
     cols = [torch.zeros_like(rows[0])]
     # response token j >= 1 is predicted at response position j - 1: forward tokens [0, len - 1)
@@ -171,7 +174,8 @@ def shared_prefix_response_logits(
         idx = torch.tensor(chunk or [0], dtype=torch.long, device=ids.device)
         width = max(int(resp_lens[idx].max()) - 1, 1)
         gather = inverse[idx]
-        chunk_cache = DynamicCache(ddp_cache_data=[(k[gather], v[gather]) for k, v in prompt_kv])
+        chunk_kv = [(k.index_select(0, gather), v.index_select(0, gather)) for k, v in prompt_kv]
+        chunk_cache = DynamicCache(ddp_cache_data=chunk_kv)
         chunk_out = module(
             input_ids=ids[idx, p : p + width],
             attention_mask=mask[idx, : p + width],
