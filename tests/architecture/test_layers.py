@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("workers", ["verl.workers", "verl.experimental"]),
     ("controller", ["verl.trainer.ppo", "verl.engine"]),
     ("tune", ["verl.tune"]),
-    ("entry", ["verl", "verl.trainer", "verl.cli", "verl.model_merger"]),
+    ("entry", ["verl", "verl.trainer", "verl.cli", "verl.model_merger", "verl.diagnose"]),
 ]
 # package __init__ modules that re-export a higher layer's names at verl's import paths: the facade sits in that layer
 FACADES = {

@@ -4,7 +4,7 @@
     python -m verl.trainer.main_tune --search-space examples/tune/search_space.yaml \\
         --n-trials 30 --timeout 3600 --pruner hyperband trainer.total_training_steps=40
     python -m verl.trainer.main_tune --metric val-core/acc:max --metric response_length/mean:min   # Pareto front
-    python -m verl.trainer.main_tune --storage postgresql://user:pw@db/optuna --study-name shared   # several machines
+    python -m verl.trainer.main_tune --storage postgresql+psycopg2://user:pw@db/optuna --study-name shared  # several machines
 
 Every ``key=value`` (and ``--config FILE``) after the options is a base override given to every trial. Running
 the same command again resumes the study from its storage (default: ``<output-dir>/study.db``).
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--storage",
         default=None,
-        help="sqlite:///f.db | postgresql://... | mysql+pymysql://... | journal:PATH (default: sqlite in output dir)",
+        help="sqlite:///f.db | postgresql+psycopg2://... | mysql+pymysql://... | journal:PATH (default: sqlite in output dir)",
     )
     p.add_argument("--study-name", default="ppo-tune")
     p.add_argument("--output-dir", default=None, help="default outputs/verl-tune/<study-name>")

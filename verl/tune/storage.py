@@ -33,7 +33,7 @@ def make_storage(
     grace_period: float | None = None,
     stale_trial_callback: Callable | None = None,
 ):
-    """``sqlite:///path``, ``postgresql://user:pw@host/db``, ``mysql+pymysql://...`` (RDB) or ``journal:PATH`` (a
+    """``sqlite:///path``, ``postgresql+psycopg2://user:pw@host/db``, ``mysql+pymysql://...`` (RDB) or ``journal:PATH`` (a
     journal file: several processes, or machines on one network file system, may share it); a bare path is an
     SQLite file. With ``heartbeat_interval`` an RDB storage gets Optuna's heartbeat: a trial without a heartbeat
     for ``grace_period`` seconds is failed and handed to ``stale_trial_callback`` (a journal storage has none)."""
