@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
+from verl.trainer.ppo.choices import check_data_sources, check_registered_choices
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
@@ -105,11 +106,15 @@ def build_trainer(
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         f.write(OmegaConf.to_yaml(config))
     model_cfg = config.actor_rollout_ref.model
-    import_external_lib(model_cfg.external_lib)
+    import_external_lib(model_cfg.external_lib)  # may register estimators, losses, managers: checked next
+    check_registered_choices(config)
     tokenizer = load_tokenizer(config.data.tokenizer or model_cfg.path, trust_remote_code=model_cfg.trust_remote_code)
+    # the reward manager (a custom reward file may register it) is looked up before any prompt is read
+    reward_fn, val_reward_fn = build_reward_fns(config, tokenizer, compute_score)
     train_ds = build_dataset(config, config.data.train_files, tokenizer)
     val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
-    reward_fn, val_reward_fn = build_reward_fns(config, tokenizer, compute_score)
+    datasets = {"data.train_files": train_ds, "data.val_files": val_ds}
+    check_data_sources(config, datasets, compute_score, manager=reward_fn)
     roles = build_role_worker_mapping(config)
     pools = build_resource_pool_manager(config, roles)
     trainer = RayPPOTrainer(config, tokenizer, roles, pools, None, None, reward_fn, val_reward_fn, train_ds, val_ds)

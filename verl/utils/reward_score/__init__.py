@@ -209,6 +209,15 @@ def _unknown(data_source: Any) -> NotImplementedError:
     )
 
 
+def has_scorer(data_source: Any) -> bool:
+    """Whether ``data_source`` has a registered scorer (by name or prefix)."""
+    try:
+        _lookup(data_source)
+    except NotImplementedError:
+        return False
+    return True
+
+
 def get_scorer(data_source: str) -> Scorer:
     """Return the scorer registered for ``data_source``.
 
