@@ -28,7 +28,7 @@ from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.model import import_external_lib, load_tokenizer
 from verl.utils.ported_keys import apply_ported_keys, warn_ported_keys
-from verl.utils.torch_functional import set_seed
+from verl.utils.torch_functional import enable_deterministic, set_seed
 from verl.workers.reward_manager import load_custom_reward_function
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,8 @@ def build_trainer(
     check_config(config)
     warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)
+    if config.trainer.deterministic:
+        enable_deterministic()  # this process; Ray workers turn it on themselves (VERL_DETERMINISTIC)
     out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:

@@ -6,6 +6,7 @@ The masked statistics and ``entropy_from_logits`` are defined in the leaf packag
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import numpy as np
@@ -25,6 +26,16 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+def enable_deterministic() -> None:
+    """torch's deterministic algorithms from now on in this process (``trainer.deterministic``): cuBLAS with a
+    fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when CUDA starts: set it before any CUDA call), cuDNN without
+    autotuning, and an error naming any op that has no deterministic implementation."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def get_cosine_schedule_with_warmup(

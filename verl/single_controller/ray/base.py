@@ -166,6 +166,10 @@ class WorkerProcess:
 
         os.environ.update(env)
         torch.set_num_threads(max(1, num_threads))
+        if env.get("VERL_DETERMINISTIC") == "1":  # trainer.deterministic
+            from verl.utils.torch_functional import enable_deterministic
+
+            enable_deterministic()
         if env.get("VERL_RETAIN_FREED_MEMORY") == "1":
             from verl.utils.cpu_malloc import retain_freed_memory
 

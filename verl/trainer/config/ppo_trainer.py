@@ -70,6 +70,9 @@ class TrainerConfig(BaseConfig):
     logger: list[str] = field(default_factory=lambda: ["console", "file"])
     log_val_generations: int = 0  # append the first N validation samples to val_generations.jsonl
     seed: int = 1  # one seed for data order, sampling, init and shuffles: same seed, same run on CPU
+    # torch's deterministic algorithms in every process (GPU kernels too; an op without one is an error naming it).
+    # CPU runs are bit-exact without it (docs/ppo.md#reproducibility)
+    deterministic: bool = False
     backend: str = "local"  # local: one process | ray: Ray actor worker groups, FSDP2 (docs/scaling.md)
     device: str = "cpu"  # cpu (gloo) | cuda (NCCL)
     # cpu: glibc keeps freed buffers for the next pass instead of page-faulting them back in

@@ -51,6 +51,8 @@ def start_ray_worker_groups(
         "TQDM_DISABLE": "1",
         "PYTHONPATH": os.pathsep.join(p for p in (verl_root, os.environ.get("PYTHONPATH")) if p),
     }
+    if t.deterministic:
+        env["VERL_DETERMINISTIC"] = "1"  # applied by each worker process (verl.single_controller.ray.base)
     if not use_gpu and t.cpu_retain_freed_memory:
         env["VERL_RETAIN_FREED_MEMORY"] = "1"  # applied by each worker process (verl.single_controller.ray.base)
     try:
