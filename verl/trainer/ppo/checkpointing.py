@@ -146,6 +146,39 @@ class RunCheckpoints:
             raise FileNotFoundError(f"trainer.resume_from_path={given!r} is not a checkpoint: {hint}")
         return path
 
+    def fallbacks(self, path: str) -> list[str]:
+        """The checkpoints to try, newest first, when ``path`` (the latest, ``resume_mode=auto``) cannot be read:
+        the run's earlier ``global_step_N`` directories. A given ``resume_from_path`` has none: it was asked for."""
+        if self.trainer.resume_mode != "auto":
+            return []
+        step = int(os.path.basename(path).split("_")[-1])
+        steps = sorted(
+            (int(d.split("_")[-1]) for d in os.listdir(self.root) if d.startswith("global_step_") and d[12:].isdigit()),
+            reverse=True,
+        )
+        return [os.path.join(self.root, f"global_step_{s}") for s in steps if s < step]
+
+    def load_first_readable(self, path: str, roles: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """`load` ``path``, or, when it is truncated or corrupt (any error reading it), the newest earlier checkpoint
+        that loads; each one passed over is reported in one line with its error. Every role's whole state is loaded
+        again from the one used, so a checkpoint that failed half-way leaves nothing behind."""
+        errors = []
+        for candidate in [path, *self.fallbacks(path)]:
+            try:
+                return candidate, self.load(candidate, roles)
+            except BaseException as e:  # DCP's CheckpointException is a BaseException: any unreadable file counts
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [""]
+                errors.append(
+                    f"{candidate}: {type(e).__name__}: {lines[-1][:300]}"
+                )  # a traceback's last line: the cause
+                print(f"checkpoint {candidate} cannot be read ({errors[-1]}); trying the previous one")
+        raise RuntimeError(
+            "no checkpoint of this run can be read:\n  " + "\n  ".join(errors) + "\nStart over with "
+            "trainer.resume_mode=disable, or give another with trainer.resume_mode=resume_path trainer.resume_from_path=<dir>"
+        )
+
     def load(self, path: str, roles: dict[str, Any]) -> dict[str, Any]:
         """Load each role's state from ``path/<role>``; returns the controller's state (``data.pt``)."""
         for name, group in roles.items():

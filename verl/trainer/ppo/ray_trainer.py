@@ -367,8 +367,8 @@ class RayPPOTrainer:
     def resume(self) -> None:
         """Load the checkpoint ``trainer.resume_mode`` points at, if any."""
         path = self.checkpoints.find_resume_dir()
-        if path is not None:
-            state = self.checkpoints.load(path, self._checkpoint_roles())
+        if path is not None:  # a truncated or corrupt latest one: the newest earlier one that loads, reported
+            path, state = self.checkpoints.load_first_readable(path, self._checkpoint_roles())
             self.global_steps = restore_controller_state(state, self.train_loader, self.kl_ctrl_in_reward)
             print(f"resumed from {path} at step {self.global_steps}")
 
