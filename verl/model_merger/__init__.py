@@ -102,16 +102,10 @@ def load_lora_checkpoint(local_dir: str, hf_model_path: str | None = None, trust
     as the critic worker builds it) with ``lora_adapter/``'s adapter, whose trained weights are then read from
     ``dcp/`` (the adapters and a critic's value head; the frozen base is the base model's own)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-    from transformers import (
-        AutoConfig,
-        AutoModelForCausalLM,
-        AutoModelForSequenceClassification,
-        AutoModelForTokenClassification,
-    )
-    from transformers.utils import logging as hf_logging
 
     from verl.utils.fsdp_utils import load_dcp
     from verl.utils.lora import ADAPTER_DIR, import_peft
+    from verl.utils.model import load_causal_lm, load_value_model
 
     peft = import_peft()
     local_dir = os.path.abspath(os.path.expanduser(local_dir))
@@ -119,28 +113,12 @@ def load_lora_checkpoint(local_dir: str, hf_model_path: str | None = None, trust
     dcp_dir = _dcp_dir(local_dir)
     base_path = _lora_base_path(adapter_dir, hf_model_path)
     task_type = peft.PeftConfig.from_pretrained(adapter_dir).task_type
-    auto_classes = {
-        None: AutoModelForCausalLM,
-        "CAUSAL_LM": AutoModelForCausalLM,
-        "TOKEN_CLS": AutoModelForTokenClassification,  # a critic: one value per token
-        "SEQ_CLS": AutoModelForSequenceClassification,  # a reward model: one score per sequence
-    }
-    if task_type not in auto_classes:
+    if task_type in (None, "CAUSAL_LM"):
+        base = load_causal_lm(base_path, dtype=torch.float32, trust_remote_code=trust_remote_code)
+    elif task_type == "TOKEN_CLS":  # a critic, built as the critic worker builds it; its head is read from dcp/
+        base = load_value_model(base_path, trust_remote_code=trust_remote_code).float()
+    else:
         raise ValueError(f"{adapter_dir}: PEFT task_type {task_type!r} is not one verl trains (CAUSAL_LM, TOKEN_CLS)")
-    kwargs: dict[str, Any] = {"dtype": torch.float32, "trust_remote_code": trust_remote_code}
-    if task_type in ("TOKEN_CLS", "SEQ_CLS"):
-        config = AutoConfig.from_pretrained(base_path, num_labels=1, trust_remote_code=trust_remote_code)
-        config.classifier_dropout = 0.0  # as the critic worker: values are a deterministic function of the tokens
-        kwargs["config"] = config
-    hf_logging.disable_progress_bar()
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # "score.weight newly initialized": the value head is read from dcp/ below
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            base = auto_classes[task_type].from_pretrained(base_path, **kwargs)
-    finally:
-        hf_logging.set_verbosity(verbosity)
     # is_trainable: the adapters (and a value head) require grad, which is what marks them as dcp/'s tensors
     model = peft.PeftModel.from_pretrained(base, adapter_dir, is_trainable=True)
     model.peft_config["default"].base_model_name_or_path = base_path

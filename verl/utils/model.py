@@ -237,6 +237,29 @@ def load_causal_lm(
         raise ValueError(f"could not load a causal LM from {local!r}: {type(e).__name__}: {e}") from e
 
 
+def load_value_model(path: str, seed: int = 0, trust_remote_code: bool = False):
+    """A value model: ``AutoModelForTokenClassification`` with one label on the causal LM at ``path`` (the critic).
+    Its fresh value head is drawn from ``seed`` (same seed, same critic), with no classifier dropout (as verl: values
+    must be a deterministic function of the tokens); transformers' "newly initialized" notice is expected and muted."""
+    from transformers import AutoConfig, AutoModelForTokenClassification
+    from transformers.utils import logging as hf_logging
+
+    local = resolve_model_path(path)
+    hf_logging.disable_progress_bar()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            config = AutoConfig.from_pretrained(local, num_labels=1, trust_remote_code=trust_remote_code)
+            config.classifier_dropout = 0.0
+            return AutoModelForTokenClassification.from_pretrained(
+                local, config=config, trust_remote_code=trust_remote_code
+            )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype

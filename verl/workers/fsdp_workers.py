@@ -43,7 +43,13 @@ from verl.utils.lora import (
     save_adapter,
     trainable_parameters,
 )
-from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer, resolve_model_path
+from verl.utils.model import (
+    import_external_lib,
+    load_causal_lm,
+    load_tokenizer,
+    load_value_model,
+    resolve_model_path,
+)
 from verl.utils.optim import build_adamw, scale_lr_schedule
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RefConfig, RewardModelConfig, RolloutConfig
@@ -406,25 +412,11 @@ class CriticWorker(Worker):
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
-        from transformers import AutoConfig, AutoModelForTokenClassification
-        from transformers.utils import logging as hf_logging
-
         cfg = self.config
         import_external_lib(cfg.model.external_lib)
-        remote_code = cfg.model.trust_remote_code
         path = resolve_model_path(cfg.model.path)
-        hf_logging.disable_progress_bar()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)  # the fresh value head is seeded: same seed, same critic
-            verbosity = hf_logging.get_verbosity()
-            hf_logging.set_verbosity_error()  # "score.weight newly initialized" is expected for a value head
-            # no dropout on the value head (as verl): values must be a deterministic function of the tokens
-            model_config = AutoConfig.from_pretrained(path, num_labels=1, trust_remote_code=remote_code)
-            model_config.classifier_dropout = 0.0
-            self.critic_module = AutoModelForTokenClassification.from_pretrained(
-                path, config=model_config, trust_remote_code=remote_code
-            )
-            hf_logging.set_verbosity(verbosity)
+        # a seeded fresh value head, no dropout: same seed, same critic
+        self.critic_module = load_value_model(path, self.seed, cfg.model.trust_remote_code)
         if cfg.model.dtype == "bf16":
             self.critic_module.to(torch.bfloat16)
         self._is_lora = lora_enabled(cfg.model)
