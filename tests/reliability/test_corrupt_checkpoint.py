@@ -6,37 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from verl.trainer.main_ppo import run_ppo
-from verl.utils.config import load_config
+from small_run import numeric, run
 
 pytestmark = pytest.mark.slow
-
-SMALL = [
-    "data.train_files=builtin://arithmetic/train?train_size=64",
-    "data.val_files=builtin://arithmetic/test?test_size=16",
-    "data.train_batch_size=4",
-    "data.max_response_length=24",
-    "actor_rollout_ref.rollout.n=4",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=2",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-    "trainer.save_freq=1",
-    "trainer.test_freq=-1",
-    "trainer.logger=[file]",
-]
-
-
-def run(root, steps: int):
-    return run_ppo(
-        load_config(
-            "ppo_trainer", [*SMALL, f"trainer.default_local_dir={root}", f"trainer.total_training_steps={steps}"]
-        )
-    )
-
-
-def numeric(history: dict, step: int) -> dict[str, float]:
-    skip = ("timing_s/", "timing_per_token_ms/", "perf/time_per_step", "perf/throughput")
-    return {k: dict(v)[step] for k, v in history.items() if not k.startswith(skip) and step in dict(v)}
 
 
 def truncate(path) -> None:

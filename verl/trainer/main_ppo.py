@@ -26,6 +26,7 @@ from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
+from verl.utils.disk import DiskFullError
 from verl.utils.model import import_external_lib, load_tokenizer
 from verl.utils.ported_keys import apply_ported_keys, warn_ported_keys
 from verl.utils.torch_functional import enable_deterministic, set_seed
@@ -180,4 +181,4 @@ def held_out_summary(history: list[tuple[int, float]], last: int = FINAL_EVALS) 
 
 
 if __name__ == "__main__":
-    run_cli(main, extra_errors=(WorkerGroupError, ImportError))
+    run_cli(main, extra_errors=(WorkerGroupError, ImportError, DiskFullError))  # a full disk: one line, the fix

@@ -152,10 +152,11 @@ def main(argv: list[str] | None = None):
 if __name__ == "__main__":
     from verl.tune.search_space import SearchSpaceError
     from verl.utils.config import ConfigError
+    from verl.utils.disk import DiskFullError
 
     try:
         main()
     except KeyboardInterrupt:
         sys.exit("interrupted: run the same command again to resume the study")
-    except (ConfigError, SearchSpaceError, ValueError, ImportError) as e:
+    except (ConfigError, SearchSpaceError, ValueError, ImportError, DiskFullError) as e:
         sys.exit(f"error: {e}")

@@ -6,14 +6,21 @@ running trial from a thread; before each new trial Optuna fails the RUNNING tria
 ``grace_period`` and calls the storage's stale-trial callback on each (ours queues it again, see
 ``verl.tune.recovery``). Optuna's journal storage has no heartbeat (``JournalStorage`` does not implement
 ``BaseHeartbeat`` in Optuna 5): there only the same-host check of ``verl.tune.recovery`` finds dead tuners.
+
+A full disk: SQLite rolls the failed write back and a journal append that fails is cut back (`_WholeRecordsBackend`),
+so the trials recorded before stay readable; `disk_full_error` turns the failure into one error naming the storage
+and the fix (the tuner raises it from ``run_study``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable
 from typing import Any
+
+from verl.utils.disk import DiskFullError, cause, free_bytes, human_bytes, is_disk_full
 
 
 def default_storage(output_dir: str) -> str:
@@ -62,11 +69,78 @@ def make_storage(
 
 def _journal_storage(path: str):
     import optuna
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+    from optuna.storages.journal import JournalFileOpenLock
 
     path = os.path.abspath(os.path.expanduser(path))
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    return optuna.storages.JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+    return optuna.storages.JournalStorage(_whole_records_backend()(path, JournalFileOpenLock(path)))
+
+
+def _whole_records_backend() -> type:
+    """Optuna's journal file backend, but an append that fails (a full disk) is cut back to where it started, under
+    the file's lock. Optuna's own leaves half a line, and the next record appended after it (once there is room)
+    makes that line unreadable: the whole journal then fails to load."""
+    from optuna.storages.journal import JournalFileBackend
+
+    class _WholeRecordsBackend(JournalFileBackend):
+        def __init__(self, path: str, lock):
+            super().__init__(path, lock_obj=lock)
+            self.path, self.lock = path, lock
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            data = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
+            self.lock.acquire()
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    start = os.lseek(fd, 0, os.SEEK_END)
+                    try:
+                        written = 0
+                        while written < len(data):
+                            written += os.write(fd, data[written:])
+                        os.fsync(fd)
+                    except OSError:
+                        os.ftruncate(fd, start)
+                        raise
+                finally:
+                    os.close(fd)
+            finally:
+                self.lock.release()
+
+    return _WholeRecordsBackend
+
+
+def storage_file(url: str) -> str | None:
+    """The file a ``sqlite:///`` or journal storage lives in; None for a database server."""
+    if is_journal(url):
+        return os.path.abspath(os.path.expanduser(url.split(":", 1)[1] if url.startswith("journal:") else url))
+    if url.startswith("sqlite:///"):
+        return os.path.abspath(url[len("sqlite:///") :])
+    if "://" not in url:
+        return os.path.abspath(os.path.expanduser(url))
+    return None
+
+
+def disk_full_error(url: str, error: BaseException, study: Any = None) -> DiskFullError | None:
+    """The error a study ends with when writing its storage file failed on a full disk (None for any other error):
+    the storage, the space left, the trials it still holds and the fix."""
+    path = storage_file(url)
+    if path is None or not is_disk_full(error, os.path.dirname(path)):
+        return None
+    held = ""
+    if study is not None:
+        try:
+            states = [t.state.name for t in study.get_trials(deepcopy=False)]
+            held = f" It still holds the {states.count('COMPLETE')} trials completed before ({len(states)} in all)."
+        except Exception:  # reading may fail too: the message must not
+            pass
+    return DiskFullError(
+        f"the study's storage {url} could not be written: no space left on the device of {path} "
+        f"({human_bytes(free_bytes(path))} free; {cause(error)}).{held} A trial that was running when the write "
+        "failed is queued again when the study resumes. Free space on that file system, or "
+        f"move {os.path.basename(path)} to a disk with room and give its new place with --storage; then run the same "
+        "command again to resume the study."
+    )
 
 
 def _heartbeat_kwargs(interval: float | None, grace_period: float | None, callback: Callable | None) -> dict[str, Any]:

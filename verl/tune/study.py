@@ -26,7 +26,7 @@ from verl.tune.objective import (
 )
 from verl.tune.recovery import WORKER, RetryInterruptedTrial, count_trials, recover_stale_trials
 from verl.tune.search_space import SearchSpace, check_against_config, load_search_space
-from verl.tune.storage import default_storage, make_storage
+from verl.tune.storage import default_storage, disk_full_error, make_storage
 
 __all__ = [  # the objective, storage and recovery names are re-exported: scripts and tests import them from here
     "EarlyStop",
@@ -143,6 +143,11 @@ def run_study(config: StudyConfig | str | SearchSpace | None = None, **settings:
             failed_value=cfg.failed_value,
             progress=cfg.progress,
         )
+    except Exception as e:  # a full disk under the storage file: one error with the fix, not Optuna's traceback
+        full = disk_full_error(cfg.storage, e, study)
+        if full is None:
+            raise
+        raise full from e
     finally:
         for p in workers:
             p.join()

@@ -9,6 +9,7 @@ and a missing one names the ``pip install`` that adds it.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -16,6 +17,10 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from verl.utils.disk import DiskFullError
+
+METRICS_FILE = "metrics.jsonl"  # the file logger's file in a run directory
 
 
 def _fmt(v: float) -> str:
@@ -47,20 +52,70 @@ def _json_value(v):
 
 
 class FileLogger:
-    """JSON lines, one per log call, flushed at once so a killed run keeps everything it logged."""
+    """JSON lines, one per log call, each written whole by one ``write`` and at once, so a killed run keeps everything
+    it logged. A write that fails (a full disk) is cut back: the file never ends in half a record."""
 
     def __init__(self, path: str):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self.path = path
-        self._f = open(path, "a")
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         clean = {k: _json_value(v) for k, v in metrics.items()}
-        self._f.write(json.dumps({"step": step, "time": time.time(), **clean}) + "\n")
-        self._f.flush()
+        line = (json.dumps({"step": step, "time": time.time(), **clean}) + "\n").encode()
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            written = 0
+            while written < len(line):
+                written += os.write(self._fd, line[written:])
+        except OSError as e:
+            os.ftruncate(self._fd, start)
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFullError(
+                    f"no space left on the device of {self.path} writing step {step}'s metrics: the records before "
+                    "it are intact. Free space on that file system (or point the run directory elsewhere) and run "
+                    "the same command again to resume from the last checkpoint."
+                ) from e
+            raise
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def rewind_metrics_file(path: str, keep_through: int) -> tuple[int, int]:
+    """Keep the records of ``path`` (JSON lines with a ``step``) whose step is at most ``keep_through``; the others
+    and any line a killed writer left half-written move to `replaced_records_path` (appended: nothing written is
+    lost), and ``path`` is replaced whole (a crash here leaves it as it was). Returns (records moved, broken lines)."""
+    kept, moved, dropped, broken = [], [], 0, 0
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                record = json.loads(line) if line.endswith(b"\n") else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                broken += bool(line.strip())
+                moved += [line.rstrip(b"\n") + b"\n"] if line.strip() else []
+            elif isinstance(record.get("step"), int) and record["step"] > keep_through:
+                dropped += 1
+                moved.append(line)
+            else:
+                kept.append(line)
+    if dropped or broken:
+        with open(replaced_records_path(path), "ab") as f:
+            f.writelines(moved)
+        with open(path + ".tmp", "wb") as f:
+            f.writelines(kept)
+        os.replace(path + ".tmp", path)
+    return dropped, broken
+
+
+def replaced_records_path(path: str) -> str:
+    """Where `rewind_metrics_file` keeps the records it takes out: ``metrics.jsonl`` -> ``metrics.replaced.jsonl``."""
+    root, ext = os.path.splitext(path)
+    return f"{root}.replaced{ext or '.jsonl'}"
 
 
 class TensorBoardLogger:
@@ -215,7 +270,7 @@ class Tracking:
 
     def _file_path(self, log_dir: str | None) -> str:
         if log_dir is not None:
-            return os.path.join(log_dir, "metrics.jsonl")
+            return os.path.join(log_dir, METRICS_FILE)
         if os.environ.get("VERL_FILE_LOGGER_PATH"):
             return os.environ["VERL_FILE_LOGGER_PATH"]
         root = os.path.expanduser(os.environ.get("VERL_FILE_LOGGER_ROOT", "."))

@@ -26,6 +26,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
 from verl.utils.checkpoint import save_hf_checkpoint
 from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.failpoints import failpoint
 from verl.utils.fsdp_utils import (
     apply_fsdp2,
     full_state_dict,
@@ -291,6 +292,7 @@ class ActorRolloutRefWorker(Worker):
             timing["reshard"] = time.perf_counter() - t
         try:
             out = self.rollout.generate_sequences(prompts)
+            failpoint("rollout.generate")
         finally:
             self._free_rollout_weights()
         if timing:

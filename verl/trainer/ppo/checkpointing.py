@@ -6,7 +6,9 @@
     latest_checkpointed_iteration.txt   the newest complete checkpoint's step (verl's pointer file)
 
 A checkpoint is written under ``global_step_N.tmp`` and renamed when complete, so a crash never leaves a half-written
-one; then the pointer is replaced the same way and old checkpoints are pruned (``trainer.max_*_ckpt_to_keep``).
+one; then (in the trainer: once the step's metrics are logged, see `RunCheckpoints.commit`) the pointer is replaced
+the same way and old checkpoints are pruned (``trainer.max_*_ckpt_to_keep``). A full disk ends the run with one
+`DiskFullError`: the half-written directory removed, the previous checkpoint and the pointer untouched.
 ``trainer.resume_mode`` picks what a new run starts from: ``auto`` (the pointer's checkpoint, if any), ``disable``
 or ``resume_path`` (``trainer.resume_from_path``).
 """
@@ -24,6 +26,8 @@ import numpy as np
 import torch
 
 from verl.utils.checkpoint.checkpoint_manager import should_save_ckpt_esi
+from verl.utils.disk import DiskFullError, cause, free_bytes, human_bytes, is_disk_full, tree_bytes
+from verl.utils.failpoints import failpoint
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,7 @@ class RunCheckpoints:
         self.trainer = trainer
         self._warned_newer = False
         self._last_due_check: float | None = None
+        self._pending: int | None = None  # the step whose checkpoint `save` wrote and `commit` has not yet made latest
         self.max_steps_duration = 0.0  # the longest interval between two steps' save checks, in seconds
 
     def due(self, step: int, total_steps: int) -> bool:
@@ -61,23 +66,78 @@ class RunCheckpoints:
     def root(self) -> str:
         return os.path.abspath(os.path.expanduser(self.trainer.default_local_dir))
 
-    def save(self, step: int, roles: dict[str, Any], controller_state: dict[str, Any]) -> str:
+    def save(self, step: int, roles: dict[str, Any], controller_state: dict[str, Any], commit: bool = True) -> str:
         """``global_step_<step>/{<role>/, data.pt}``, written to a temp dir and renamed: all or nothing. ``roles``
-        maps a sub-directory name to a worker group with ``save_checkpoint(path)``."""
+        maps a sub-directory name to a worker group with ``save_checkpoint(path)``. With ``commit=False`` the
+        pointer file is left to `commit`: the trainer commits a step's checkpoint once the step's metrics are
+        logged, so that a run resumed from it never lacks that step's record. A write that fails removes the
+        half-written directory; on a full disk it raises one `DiskFullError` saying what was kept and what to do."""
         final = os.path.join(self.root, f"global_step_{step}")
         tmp = final + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        for name, group in roles.items():
-            group.save_checkpoint(os.path.join(tmp, name))
-        torch.save(controller_state, os.path.join(tmp, "data.pt"))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        latest = os.path.join(self.root, LATEST)
-        with open(latest + ".tmp", "w") as f:
-            f.write(str(step))
-        os.replace(latest + ".tmp", latest)
-        self.prune(step)
+        try:
+            for name, group in roles.items():
+                group.save_checkpoint(os.path.join(tmp, name))
+            failpoint("checkpoint.write")  # every role's files written, the checkpoint not complete: the worst spot
+            torch.save(controller_state, os.path.join(tmp, "data.pt"))
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        except BaseException as e:  # DCP's CheckpointException is a BaseException
+            full = is_disk_full(e, self.root)
+            shutil.rmtree(tmp, ignore_errors=True)  # useless half-written, and on a full disk it holds the space
+            if full:
+                raise self._disk_full(e, f"writing checkpoint global_step_{step}", f"global_step_{step}.tmp") from e
+            raise
+        failpoint("checkpoint.saved")
+        self._pending = step
+        if commit:
+            self.commit(step)
         return final
+
+    def commit(self, step: int) -> None:
+        """Make the checkpoint `save` wrote for ``step`` the one a resumed run starts from (the pointer file), then
+        prune old ones; nothing when ``step`` has no checkpoint waiting (the trainer calls it after every log)."""
+        if self._pending != step:
+            return
+        latest = os.path.join(self.root, LATEST)
+        try:
+            with open(latest + ".tmp", "w") as f:
+                f.write(str(step))
+            os.replace(latest + ".tmp", latest)
+        except OSError as e:
+            if os.path.exists(latest + ".tmp"):
+                os.remove(latest + ".tmp")
+            if is_disk_full(e, self.root):
+                raise self._disk_full(e, f"committing checkpoint global_step_{step} ({LATEST})", LATEST + ".tmp") from e
+            raise
+        self._pending = None
+        self.prune(step)
+
+    def _disk_full(self, error: BaseException, doing: str, removed: str) -> DiskFullError:
+        """The one error a full disk during a save ends the run with: where, how much, what was kept, what to do."""
+        previous = self._committed_step()
+        size = tree_bytes(os.path.join(self.root, f"global_step_{previous}")) if previous is not None else 0
+        need = f"; a checkpoint of this run takes {human_bytes(size)}" if size else ""
+        kept = (
+            f"The previous checkpoint global_step_{previous} is intact and {LATEST} names it; metrics.jsonl keeps "
+            f"the metrics logged so far. Once there is room, rerunning the same command resumes from step {previous}."
+            if previous is not None
+            else "No earlier checkpoint was committed: rerunning the same command starts over."
+        )
+        return DiskFullError(
+            f"no space left on the device of trainer.default_local_dir={self.root} {doing} ({cause(error)}): "
+            f"{human_bytes(free_bytes(self.root))} free after removing {removed}{need}. {kept} To go on, free space "
+            "on that file system (old global_step_* directories you do not need can go; "
+            "trainer.max_actor_ckpt_to_keep=K keeps only K, and a save needs room for one checkpoint more than it "
+            "keeps) or move the run directory to a disk with room and set trainer.default_local_dir to it."
+        )
+
+    def _committed_step(self) -> int | None:
+        latest = os.path.join(self.root, LATEST)
+        try:
+            return int(open(latest).read().strip())
+        except (OSError, ValueError):
+            return None
 
     def prune(self, step: int) -> None:
         """Keep the checkpoint of ``step`` (just written) and the newest ``keep - 1`` before it (``keep`` = the smaller

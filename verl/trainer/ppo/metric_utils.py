@@ -4,6 +4,7 @@ statistics over several responses per prompt (`process_validation_metrics`, in `
 from __future__ import annotations
 
 import time
+import zlib
 from contextlib import contextmanager
 from typing import Any
 
@@ -147,6 +148,7 @@ def step_data_metrics(
     from verl.trainer.ppo.sample_log import finite_numbers
 
     metrics = compute_data_metrics(batch, use_critic)
+    metrics.update(prompt_digest(batch))
     metrics.update(agent_loop_metrics(batch.non_tensor_batch))  # num_turns/*, agent_loop/* (multi-turn batches)
     if "overlong_penalty" in batch.batch:
         metrics["reward/overlong_penalty_mean"] = batch.batch["overlong_penalty"].mean().item()
@@ -157,6 +159,15 @@ def step_data_metrics(
     metrics.update(compute_timing_metrics(batch, timing_raw))
     metrics.update(compute_throughput_metrics(batch, timing_raw, n_gpus))
     return metrics
+
+
+def prompt_digest(batch: DataProto) -> dict[str, int]:
+    """``training/prompt_digest``: a CRC-32 of the dataset row indices the step trained on, in batch order. Two runs
+    that trained on the same batches log the same values; a resumed run that skipped or repeated a batch does not."""
+    index = batch.non_tensor_batch.get("index")
+    if index is None or any(i is None for i in index):  # prompts given to train_step without a dataset row
+        return {}
+    return {"training/prompt_digest": zlib.crc32(np.asarray(index, dtype=np.int64).tobytes())}
 
 
 def step_summary(

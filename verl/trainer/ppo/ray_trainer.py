@@ -98,7 +98,7 @@ class RayPPOTrainer:
         self.last_val: dict[str, float] = {}
         self.metrics: dict[str, float] = {}  # the current step's metrics, filled by its stages
         self.timer = StepTimer()  # the current step's stage timings (timing_s/<stage>)
-        self.run_log = RunLog(config, self.checkpoints.root)
+        self.run_log = RunLog(config, self.checkpoints.root, on_logged=self.checkpoints.commit)  # see save_checkpoint
         self._resumed = False
 
     def init_workers(self) -> None:
@@ -118,7 +118,7 @@ class RayPPOTrainer:
         if not self._resumed:
             self.resume()
             self._resumed = True
-        self.run_log.open()
+        self.run_log.open(self.global_steps)  # a resumed run's metrics file: the steps after its checkpoint go
 
     def fit(self) -> dict[str, Any]:
         """Train until ``total_training_steps``; returns the last validation metrics and the metric history."""
@@ -357,12 +357,12 @@ class RayPPOTrainer:
     def maybe_save_checkpoint(self) -> None:
         if self.checkpoints.due(self.global_steps, self.total_training_steps):  # save_freq, last step, ESI expiry
             with self.timer("save_checkpoint"):
-                self.save_checkpoint()
+                self.save_checkpoint(commit=False)  # committed once the step's metrics are logged
 
-    def save_checkpoint(self) -> str:
-        """``global_step_N/`` of the current step (``verl.trainer.ppo.checkpointing``); returns its directory."""
+    def save_checkpoint(self, commit: bool = True) -> str:
+        """``global_step_N/`` of this step (its path); ``commit=False``: resumed from once the step is logged."""
         state = controller_state(self.global_steps, self.train_loader, self.kl_ctrl_in_reward)
-        return self.checkpoints.save(self.global_steps, self._checkpoint_roles(), state)
+        return self.checkpoints.save(self.global_steps, self._checkpoint_roles(), state, commit)
 
     def resume(self) -> None:
         """Load the checkpoint ``trainer.resume_mode`` points at, if any."""

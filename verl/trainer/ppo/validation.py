@@ -23,6 +23,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward
 from verl.trainer.ppo.sample_log import append_val_generations, dump_generations, finite_numbers, generation_samples
 from verl.utils.dataset.rl_dataset import collate_prompts
+from verl.utils.failpoints import failpoint
 
 
 def validate_policy(
@@ -53,6 +54,7 @@ def validate_policy(
         if rm_wg is not None:
             batch = batch.union(rm_wg.compute_rm_score(batch))
         reward_tensor, extra = compute_reward(batch, val_reward_fn)
+        failpoint("validation")
         batch.batch["token_level_scores"] = reward_tensor
         outputs.append(batch)
         scores.extend(reward_tensor.sum(-1).tolist())

@@ -15,6 +15,7 @@ import torch
 from verl import core_algos
 from verl.protocol import DataProto
 from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.failpoints import failpoint
 from verl.utils.forward import forward_signature
 from verl.utils.fsdp_utils import all_reduce_max, all_reduce_sum, clip_grad_norm, dp_size
 from verl.utils.remove_padding import (
@@ -323,6 +324,7 @@ class DataParallelPPOActor:
                 grad_norm = clip_grad_norm(self.actor_module, cfg.grad_clip)
                 if torch.isfinite(grad_norm):
                     self._optimizer_step()
+                    failpoint("actor.update")
                 else:  # skip the step rather than poison the weights; the metric shows it
                     self.actor_optimizer.zero_grad(set_to_none=True)
                 metrics["actor/grad_norm"].append(float(grad_norm))
