@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("verl.model_merger", "a checkpoint's shards as a plain HF model directory (docs/scaling.md)"),
     "tasks": ("verl.data.tasks", "write a built-in task's data as verl parquet (docs/data.md)"),
     "tiny-model": ("verl.models.tiny", "build and save a tiny Qwen2/Llama model and tokenizer (docs/models.md)"),
+    "auto-config": (
+        "verl.planner",
+        "plan per-GPU memory, rollout TP, micro-batches and offload; writes overrides (docs/auto_config.md)",
+    ),
     "diagnose": ("verl.diagnose", "is this machine ready? each check PASS/WARN/FAIL with the fix (docs/diagnose.md)"),
 }
 

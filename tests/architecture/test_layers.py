@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("single_controller", ["verl.single_controller"]),
     ("workers", ["verl.workers", "verl.experimental"]),
-    ("controller", ["verl.trainer.ppo", "verl.engine"]),
+    ("controller", ["verl.trainer.ppo", "verl.engine", "verl.planner"]),
     ("tune", ["verl.tune"]),
     ("entry", ["verl", "verl.trainer", "verl.cli", "verl.model_merger", "verl.diagnose"]),
 ]

@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl.planner.check import check_memory, validation_rows
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.choices import check_data_sources, check_registered_choices
@@ -118,6 +119,8 @@ def build_trainer(
     val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
     datasets = {"data.train_files": train_ds, "data.val_files": val_ds}
     check_data_sources(config, datasets, compute_score, manager=reward_fn)
+    if config.trainer.check_memory:  # before any model is read
+        check_memory(config, validation_rows=validation_rows(config, val_ds))
     roles = build_role_worker_mapping(config)
     pools = build_resource_pool_manager(config, roles)
     trainer = RayPPOTrainer(config, tokenizer, roles, pools, None, None, reward_fn, val_reward_fn, train_ds, val_ds)

@@ -73,6 +73,9 @@ class TrainerConfig(BaseConfig):
     # torch's deterministic algorithms in every process (GPU kernels too; an op without one is an error naming it).
     # CPU runs are bit-exact without it (docs/ppo.md#reproducibility)
     deterministic: bool = False
+    # before any model is read: the memory planner's estimate of the run's peak per device (docs/auto_config.md)
+    # against the device's free memory; a run that would not fit stops with the planner's numbers
+    check_memory: bool = False
     backend: str = "local"  # local: one process | ray: Ray actor worker groups, FSDP2 (docs/scaling.md)
     device: str = "cpu"  # cpu (gloo) | cuda (NCCL)
     # cpu: glibc keeps freed buffers for the next pass instead of page-faulting them back in
