@@ -39,6 +39,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m verl.planner") -> int:
+    from verl.utils import cli
+
+    prog = cli.COMMAND_NAME or prog  # "verl auto-config" when the verl command runs it
     args = build_parser(prog).parse_args(argv)
     try:
         shape = shape_from_model_path(args.model_path) if args.model_path else preset_shape(args.model_size or "7b")
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m verl.planner") ->
         device_bytes=device.memory_bytes,
         world_size=args.num_gpus,
         platform=device.platform,
-        compute_bytes=2 if device.has_bf16 else 2,
+        compute_bytes=2,  # bf16, or fp16 where the GPU has no bf16 (V100): 2 bytes either way
         lora_rank=args.lora_rank,
         prompt_len=prompt,
         response_len=response,
