@@ -48,6 +48,17 @@ CONFIGS: dict[str, tuple[dict, list[str]]] = {
             "actor_rollout_ref.actor.ppo_mini_batch_size=8",
         ],
     ),
+    # the same run with the chunked log-prob pass (actor.entropy_from_logits_with_chunking): the logits term shrinks
+    "logits-chunked": (
+        dict(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=768, vocab_size=32768),
+        [
+            "data.train_batch_size=8",
+            "actor_rollout_ref.rollout.n=8",
+            "data.max_response_length=32",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+            "actor_rollout_ref.actor.entropy_from_logits_with_chunking=true",
+        ],
+    ),
     "params+ref": (
         dict(hidden_size=768, num_layers=12, num_heads=12, num_kv_heads=4, intermediate_size=2048),
         [
@@ -106,7 +117,8 @@ CONFIGS: dict[str, tuple[dict, list[str]]] = {
 def build_model(name: str, cache: str) -> str:
     from verl.models.tiny import TinyModelConfig, save_tiny_model
 
-    out = os.path.join(cache, f"planner-{name}")
+    shape_name = name.removesuffix("-chunked")  # a variant of a configuration runs the same model
+    out = os.path.join(cache, f"planner-{shape_name}")
     if not os.path.isfile(os.path.join(out, "config.json")):
         save_tiny_model(out, TinyModelConfig(**CONFIGS[name][0], tie_word_embeddings=True))
     return out

@@ -80,3 +80,14 @@ def test_the_estimate_is_within_25_percent_of_a_real_runs_peak(tmp_path):
     spec.loader.exec_module(bench)
     result = bench.run_one("smoke", str(tmp_path))
     assert 0.75 <= result["estimated"] / result["measured"] <= 1.25, result
+
+
+def test_the_chunked_log_prob_pass_halves_the_float32_logits_work():
+    # V = 10, 5 lm_head positions in bf16, 3 response positions: 8 instead of 16 float32 bytes each, plus a chunk
+    chunk = 3  # fewer rows than one chunk of 2^23 elements
+    assert logits_bytes(SHAPE, 5, 3, 2, chunked=True) == 10 * (5 * 2 + 3 * 8 + chunk * 16)
+    # a 2^20 vocabulary: chunks of 8 rows, far fewer than the micro-batch's 64 x 1024 response tokens
+    big = ModelShape("v", 8, 2, 2, 1, 16, vocab_size=2**20)
+    plain = estimate_memory(PlanInputs(big, 2**30, micro_rows=64)).phases["update"]["logits"]
+    chunked = estimate_memory(PlanInputs(big, 2**30, micro_rows=64, chunked_logprobs=True)).phases["update"]["logits"]
+    assert 0.4 < chunked / plain < 0.6

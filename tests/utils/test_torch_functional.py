@@ -53,3 +53,27 @@ def test_distributed_statistics_in_a_one_process_group(tmp_path):
         assert distributed_masked_mean(x, torch.tensor([1.0, 0.0, 1.0, 0.0])).item() == 2.5
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("calculate_entropy, entropy_grad", [(True, True), (True, False), (False, False)])
+def test_chunked_log_probs_and_entropy_equal_the_log_softmax_pass_with_their_gradients(calculate_entropy, entropy_grad):
+    from verl.utils.torch_functional import chunked_logprobs_and_entropy, logprobs_and_entropy_from_logits
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 7, 50, generator=g, dtype=torch.float64)  # (bs, R, V): flattened and restored
+    labels = torch.randint(0, 50, (3, 7), generator=g)
+    w_lp, w_h = torch.randn(3, 7, generator=g), torch.randn(3, 7, generator=g)
+    grads, outs = [], []
+    for fn, kwargs in ((logprobs_and_entropy_from_logits, {}), (chunked_logprobs_and_entropy, {"chunk": 4})):
+        x = logits.clone().requires_grad_()
+        lp, h = fn(x, labels, calculate_entropy, entropy_grad, **kwargs)
+        loss = (lp.double() * w_lp).sum() + ((h.double() * w_h).sum() if h is not None and entropy_grad else 0)
+        loss.backward()
+        outs.append((lp, h))
+        grads.append(x.grad)
+    torch.testing.assert_close(outs[1][0].double(), outs[0][0].double(), atol=1e-6, rtol=0)
+    if calculate_entropy:
+        torch.testing.assert_close(outs[1][1].double(), outs[0][1].double(), atol=1e-6, rtol=0)
+    else:
+        assert outs[1][1] is None
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-6, rtol=0)

@@ -82,6 +82,7 @@ def plan_inputs_from_config(
         ),
         gradient_checkpointing=bool(model.enable_gradient_checkpointing),
         shared_prefix=bool(_get(model, "use_shared_prefix", False)),
+        chunked_logprobs=bool(_get(actor, "entropy_from_logits_with_chunking", False)),
         param_offload=bool(_get(actor, "fsdp_config.param_offload", False)) and not cpu,
         optimizer_offload=bool(_get(actor, "fsdp_config.optimizer_offload", False)) and not cpu,
         reference=uses_reference_policy(config),

@@ -64,6 +64,7 @@ class PlanInputs:
     logprob_micro_tokens: int | None = None
     gradient_checkpointing: bool = False
     shared_prefix: bool = False  # each repeated prompt forwarded once (use_shared_prefix)
+    chunked_logprobs: bool = False  # actor.entropy_from_logits_with_chunking
     param_offload: bool = False
     optimizer_offload: bool = False
     # roles
@@ -137,12 +138,18 @@ def forward_working_bytes(shape: ModelShape, tokens: int, compute_bytes: int) ->
     return (4 * shape.hidden_size + 3 * shape.intermediate_size) * tokens * compute_bytes
 
 
-def logits_bytes(shape: ModelShape, output_tokens: int, response_tokens: int, compute_bytes: int) -> int:
+def logits_bytes(
+    shape: ModelShape, output_tokens: int, response_tokens: int, compute_bytes: int, chunked: bool = False
+) -> int:
     """``T_out x V x b + T_resp x V x 16``: the lm_head's output at the ``T_out`` positions it computes (every
     position of a packed sequence; response positions only in the shared-prompt pass), then at the ``T_resp``
     response positions a float32 flat copy, the float32 log-softmax and two more float32 tensors at the peak (the
     entropy metric's ``p`` and ``p log p`` in the forward; in a training backward, the gradients of the log-softmax
-    and of its input)."""
+    and of its input). The chunked pass (``entropy_from_logits_with_chunking``) keeps the flat copy and, in the
+    backward, its gradient: ``T_resp x V x 8``, plus four float32 tensors of one chunk (2^23 elements)."""
+    if chunked:
+        chunk = min(response_tokens, max(1, 2**23 // shape.vocab_size))
+        return shape.vocab_size * (output_tokens * compute_bytes + response_tokens * 2 * FP32 + chunk * 4 * FP32)
     return shape.vocab_size * (output_tokens * compute_bytes + response_tokens * 4 * FP32)
 
 
@@ -238,7 +245,7 @@ def estimate_memory(inp: PlanInputs) -> MemoryEstimate:
         **resident,
         "gathered layers": gathered,
         "forward working set": forward_working_bytes(s, tokens, inp.compute_bytes),
-        "logits": logits_bytes(s, *logit_positions(inp, training=False), inp.compute_bytes),
+        "logits": logits_bytes(s, *logit_positions(inp, training=False), inp.compute_bytes, inp.chunked_logprobs),
     }
     tokens, _ = micro_batch_tokens(inp, training=True)
     update = {
@@ -246,7 +253,7 @@ def estimate_memory(inp: PlanInputs) -> MemoryEstimate:
         "gradients": sharded_bytes(trainable_params(s, inp.lora_rank), FP32, inp.world_size),
         "gathered layers": gathered,
         "saved activations": training_activation_bytes(s, tokens, inp.compute_bytes, inp.gradient_checkpointing),
-        "logits": logits_bytes(s, *logit_positions(inp, training=True), inp.compute_bytes),
+        "logits": logits_bytes(s, *logit_positions(inp, training=True), inp.compute_bytes, inp.chunked_logprobs),
     }
     est.phases["update"] = update
     if inp.rollout_engine in ("vllm", "sglang"):

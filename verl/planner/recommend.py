@@ -4,6 +4,7 @@ memory model of `verl.planner.memory` and a simple throughput model, each with i
 
 Rules, in order (per device; ``M`` = device memory, 90% of it usable):
 
+0. The log-prob passes run chunked (``entropy_from_logits_with_chunking``): the same values to float rounding.
 1. FSDP shards the actor (and critic) over all GPUs. The AdamW moments, then the parameters, are offloaded only when
    the sharded training states alone would take over 45% of ``M``. The reference's parameters are offloaded (it runs
    one forward per step; the memory goes to the KV cache).
@@ -96,6 +97,12 @@ def recommend(
     """Fill in ``inp``'s offload, rollout and batch choices for ``num_gpus`` devices of ``device`` (rules above)."""
     reasons: list[str] = []
     mem = inp.device_bytes
+    if not inp.chunked_logprobs:  # the same log-probs to float rounding, without (tokens, vocab) float32 tensors
+        inp = replace(inp, chunked_logprobs=True)
+        reasons.append(
+            "log-probs and entropy in chunks (entropy_from_logits_with_chunking): 8 instead of 16 float32 bytes "
+            "per vocabulary entry of each response token"
+        )
     inp = replace(inp, ref_param_offload=inp.reference and inp.lora_rank == 0)
     if inp.ref_param_offload:
         reasons.append("reference parameters offloaded: one forward per step; the memory goes to the KV cache")
@@ -177,6 +184,7 @@ def _overrides(inp: PlanInputs, num_gpus: int, mini_batch: int | None, micro: in
                 "use_dynamic_bsz": True,
                 "ppo_max_token_len_per_gpu": inp.micro_tokens,
                 "use_kl_loss": inp.reference,
+                "entropy_from_logits_with_chunking": inp.chunked_logprobs,
                 "fsdp_config": dict(fsdp),
             },
             "rollout": {
@@ -186,7 +194,11 @@ def _overrides(inp: PlanInputs, num_gpus: int, mini_batch: int | None, micro: in
                 "gpu_memory_utilization": inp.gpu_memory_utilization,
                 **log_prob,
             },
-            "ref": {"fsdp_config": {"param_offload": inp.ref_param_offload}, **log_prob},
+            "ref": {
+                "fsdp_config": {"param_offload": inp.ref_param_offload},
+                "entropy_from_logits_with_chunking": inp.chunked_logprobs,
+                **log_prob,
+            },
         },
         "trainer": {
             "backend": "ray",

@@ -177,3 +177,82 @@ def expand_as_nested(tensor: torch.Tensor, nested_tensor: torch.Tensor) -> torch
     offsets = nested_tensor.offsets()
     values = torch.repeat_interleave(tensor, offsets.diff(), dim=0)
     return torch.nested.nested_tensor_from_jagged(values=values, offsets=offsets)
+
+
+LOGPROB_CHUNK_ELEMENTS = 2**23  # float32 elements of one chunk of the vocabulary-wide work (32 MiB): ~55 rows at 152k
+
+
+def logprob_chunk_rows(vocab_size: int) -> int:
+    """Rows per chunk of `ChunkedLogProbEntropy`: ``LOGPROB_CHUNK_ELEMENTS / V``, at least 1."""
+    return max(1, LOGPROB_CHUNK_ELEMENTS // max(vocab_size, 1))
+
+
+class ChunkedLogProbEntropy(torch.autograd.Function):
+    """Token log-probs and entropies of ``logits`` (T, V) computed ``chunk`` rows at a time, without keeping any
+    (T, V) float32 tensor: the backward recomputes each chunk's softmax from the saved logits.
+
+    Forward, per row with L = logsumexp(z):  log p_y = z_y - L,  H = L - sum_v p_v z_v.
+    Backward:  d log p_y / dz = onehot(y) - p,   dH / dz = -p * (log p + H).
+
+    Memory beyond the logits themselves: their gradient (the logits' dtype) and ~4 float32 (chunk, V) tensors,
+    against four (T, V) float32 tensors for `logprobs_and_entropy_from_logits` (the flat copy, the log-softmax and
+    two entropy temporaries, or the gradients in the backward). Values equal the log-softmax path's to float
+    rounding; the same inputs give the same bits (each row's reductions run in one fixed order)."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, chunk: int, want_entropy: bool):
+        n = logits.shape[0]
+        logp = torch.empty(n, dtype=torch.float32, device=logits.device)
+        entropy = torch.empty(n if want_entropy else 0, dtype=torch.float32, device=logits.device)
+        for i in range(0, n, chunk):
+            z = logits[i : i + chunk].float()
+            lse = torch.logsumexp(z, dim=-1)
+            logp[i : i + chunk] = z.gather(-1, labels[i : i + chunk].unsqueeze(-1)).squeeze(-1) - lse
+            if want_entropy:
+                entropy[i : i + chunk] = lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+        ctx.save_for_backward(logits, labels, entropy)
+        ctx.chunk, ctx.want_entropy = chunk, want_entropy
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp: torch.Tensor, grad_entropy: torch.Tensor):
+        logits, labels, entropy = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for i in range(0, logits.shape[0], ctx.chunk):
+            z = logits[i : i + ctx.chunk].float()
+            log_p = torch.log_softmax(z, dim=-1)
+            p = log_p.exp()
+            g_lp = grad_logp[i : i + ctx.chunk].unsqueeze(-1) if grad_logp is not None else None
+            g = torch.zeros_like(z) if g_lp is None else -p * g_lp
+            if g_lp is not None:
+                g.scatter_add_(-1, labels[i : i + ctx.chunk].unsqueeze(-1), g_lp)
+            if ctx.want_entropy and grad_entropy is not None and grad_entropy.numel():
+                h = entropy[i : i + ctx.chunk].unsqueeze(-1)
+                g -= grad_entropy[i : i + ctx.chunk].unsqueeze(-1) * p * (log_p + h)
+            grad[i : i + ctx.chunk] = g.to(grad.dtype)
+        return grad, None, None, None
+
+
+def chunked_logprobs_and_entropy(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    calculate_entropy: bool = True,
+    entropy_grad: bool = True,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`logprobs_and_entropy_from_logits` for flat logits (T, V) at a fraction of the memory (`ChunkedLogProbEntropy`;
+    ``actor.entropy_from_logits_with_chunking``), ``chunk`` rows at a time (default `logprob_chunk_rows`). Other
+    shapes are flattened and restored."""
+    shape = labels.shape
+    flat, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+    chunk = chunk or logprob_chunk_rows(logits.shape[-1])
+    if not calculate_entropy:
+        logp, _ = ChunkedLogProbEntropy.apply(flat, flat_labels, chunk, False)
+        return logp.reshape(shape), None
+    if entropy_grad:
+        logp, entropy = ChunkedLogProbEntropy.apply(flat, flat_labels, chunk, True)
+        return logp.reshape(shape), entropy.reshape(shape)
+    logp, _ = ChunkedLogProbEntropy.apply(flat, flat_labels, chunk, False)
+    with torch.no_grad():
+        _, entropy = ChunkedLogProbEntropy.apply(flat.detach(), flat_labels, chunk, True)
+    return logp.reshape(shape), entropy.reshape(shape)

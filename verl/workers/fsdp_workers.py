@@ -236,6 +236,7 @@ class ActorRolloutRefWorker(Worker):
                 use_shared_prefix=cfg.model.use_shared_prefix,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
+            self.ref_policy.chunked_logprobs |= bool(cfg.ref.entropy_from_logits_with_chunking)
 
     def _load_policy(self) -> torch.nn.Module:
         m = self.config.model

@@ -260,3 +260,26 @@ def test_missing_old_log_probs_off_policy_is_an_error(model):
     data = make_batch(seed=7)
     with pytest.raises(KeyError, match="no 'old_log_probs'.*ppo_epochs=2"):
         _one_update(model, data, ppo_mini_batch_size=len(data), ppo_epochs=2)
+
+
+@pytest.mark.parametrize("entropy_coeff", [0.0, 0.01])
+def test_chunked_log_prob_pass_gives_the_default_passs_update(model, entropy_coeff):
+    """``entropy_from_logits_with_chunking``: the same update (log-probs, entropy and its gradient when it is in the
+    loss) as the one-log-softmax pass, to float rounding; bit for bit the same on a second run."""
+    data = make_batch(seed=5)
+    old, _ = DataParallelPPOActor(actor_config(), model).compute_log_prob(data)
+    data.batch["old_log_probs"] = old
+    common = dict(ppo_mini_batch_size=len(data), ppo_micro_batch_size_per_gpu=4, entropy_coeff=entropy_coeff)
+    plain, m_plain = _one_update(model, data, **common)
+    chunked, m_chunked = _one_update(model, data, entropy_from_logits_with_chunking=True, **common)
+    again, _ = _one_update(model, data, entropy_from_logits_with_chunking=True, **common)
+    _assert_same_weights(chunked, plain)
+    for key in ("actor/pg_loss", "actor/kl_loss") + (("actor/entropy",) if entropy_coeff else ()):
+        assert m_chunked[key] == pytest.approx(m_plain[key], rel=1e-5, abs=1e-7), key
+    lp_plain, ent_plain = DataParallelPPOActor(actor_config(), model).compute_log_prob(data, calculate_entropy=True)
+    chunked_actor = DataParallelPPOActor(actor_config(entropy_from_logits_with_chunking=True), model)
+    lp, ent = chunked_actor.compute_log_prob(data, calculate_entropy=True)
+    mask = data.batch["response_mask"]
+    torch.testing.assert_close(masked(lp, mask), masked(lp_plain, mask), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(masked(ent, mask), masked(ent_plain, mask), atol=1e-5, rtol=1e-5)
+    assert all(torch.equal(p, q) for p, q in zip(chunked.parameters(), again.parameters()))

@@ -27,7 +27,7 @@ from verl.utils.remove_padding import (
 from verl.utils.seqlen_balancing import get_reverse_idx, rearrange_micro_batches
 from verl.utils.shared_prefix import shared_prefix_response_logits
 from verl.utils.torch_dtypes import autocast_context as torch_autocast
-from verl.utils.torch_functional import logprobs_and_entropy_from_logits
+from verl.utils.torch_functional import chunked_logprobs_and_entropy, logprobs_and_entropy_from_logits
 from verl.workers.config import FSDPActorConfig, trust_region_enabled
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,9 @@ class DataParallelPPOActor:
         self.lr_scale = region.initial_lr_ratio if self.trust_region_on and region.adapt_lr else 1.0
         self.use_remove_padding = bool(use_remove_padding)
         self.use_shared_prefix = bool(use_shared_prefix)
+        # verl's key: log-probs and entropy 1,024 tokens at a time, recomputed in the backward (a fraction of the
+        # vocabulary-wide float32 memory; values equal to float rounding)
+        self.chunked_logprobs = bool(getattr(self.config, "entropy_from_logits_with_chunking", False))
         self.pad_token_id = int(pad_token_id)
         if self.use_remove_padding:
             check_packing_support()
@@ -170,7 +173,8 @@ class DataParallelPPOActor:
                 logits, index = flat
                 labels = index.labels
         with torch.autocast(device_type=logits.device.type, enabled=False):
-            log_prob, entropy = logprobs_and_entropy_from_logits(logits, labels, calculate_entropy, entropy_grad)
+            logprobs_fn = chunked_logprobs_and_entropy if self.chunked_logprobs else logprobs_and_entropy_from_logits
+            log_prob, entropy = logprobs_fn(logits, labels, calculate_entropy, entropy_grad)
         if flat is not None:
             bs, width = r.shape
             log_prob = unpack_to_response(log_prob, index, bs, width)

@@ -217,9 +217,10 @@ class FSDPActorConfig(ActorConfig):
     # Ulysses sequence parallelism: not implemented (> 1 warns; whole sequences per worker)
     ulysses_sequence_parallel_size: int = 1
     fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)  # FSDP2 sharding (trainer.backend=ray)
-    # no effect: entropy comes from the same log-softmax as the log-probs (no chunked recomputation needed)
+    # log-probs and entropy 1,024 tokens at a time, each chunk's softmax recomputed in the backward: no (tokens, vocab)
+    # float32 tensor is kept (docs/auto_config.md); values equal the default pass's to float rounding
     entropy_from_logits_with_chunking: bool = False
-    entropy_checkpointing: bool = False  # no effect (see entropy_from_logits_with_chunking)
+    entropy_checkpointing: bool = False  # no effect: the chunked pass above always recomputes in the backward
     # (derived) follows actor_rollout_ref.model.use_remove_padding, which the passes read (a different value warns)
     use_remove_padding: bool = True
     # sum of squared token probabilities for the optimal-token baseline: not computed here (true warns)
@@ -267,8 +268,7 @@ class RefConfig(BaseConfig):
     ulysses_sequence_parallel_size: int = 1  # as the actor's
     use_torch_compile: bool = True  # no effect
     rollout_n: int = 1  # (derived) responses per prompt: follows rollout.n (a different value is an error)
-    # no effect: entropy comes from the same log-softmax as the log-probs
-    entropy_from_logits_with_chunking: bool = False
+    entropy_from_logits_with_chunking: bool = False  # the reference's log-prob pass, chunked (see the actor's)
     entropy_checkpointing: bool = False  # no effect
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)  # profiling: not wired (enable=true warns)
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)  # MoE router replay

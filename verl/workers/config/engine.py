@@ -47,7 +47,7 @@ class FSDPEngineConfig(EngineConfig):
     wrap_policy: dict[str, Any] = field(default_factory=dict)
     use_orig_params: bool = False  # FSDP1 setting: no effect with FSDP2
     ulysses_sequence_parallel_size: int = 1  # Ulysses sequence parallelism: not implemented (> 1 warns)
-    # no effect: entropy comes from the same log-softmax as the log-probs (no chunked recomputation needed)
+    # no effect here: actor.entropy_from_logits_with_chunking (and ref's) chunk the log-prob pass
     entropy_from_logits_with_chunking: bool = False
     use_torch_compile: bool = True  # no effect: the passes run eagerly
     entropy_checkpointing: bool = False  # no effect (see entropy_from_logits_with_chunking)
