@@ -8,6 +8,8 @@ import sys
 import pytest
 from example_runner import ROOT, run_example_script
 
+from verl.utils.config import load_config
+
 
 def test_quickstart_sft_example(tmp_path):
     args = ["--out-dir", str(tmp_path), "--steps", "4", "--train-size", "256"]
@@ -131,6 +133,29 @@ def test_lora_example_trains_adapters_and_merges(tmp_path):
         a = load_causal_lm(str(tmp_path / "merged")).double()(input_ids=ids).logits
         b = load_causal_lm(str(actor / "lora_adapter")).double()(input_ids=ids).logits
     assert (a - b).abs().max() < 1e-5
+
+
+def test_auto_config_example_plans_and_runs_a_checked_job(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    out = subprocess.run(
+        [
+            "bash",
+            os.path.join(ROOT, "examples", "auto_config", "plan_and_check.sh"),
+            "trainer.total_training_steps=1",
+            "trainer.val_before_train=false",
+            "trainer.test_freq=-1",
+            f"trainer.default_local_dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT, "PLAN": str(plan)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "rollout TP=" in out.stdout and f"wrote {plan}" in out.stdout
+    assert load_config("ppo_trainer", ["--config", str(plan)]).data.max_response_length == 2048
+    assert "step 1:" in out.stdout  # the checked job passed its memory check and trained
 
 
 def test_custom_reward_example_is_used(tmp_path):

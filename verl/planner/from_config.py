@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from verl.planner.hardware import Device
 from verl.planner.memory import FP32, PlanInputs
 from verl.planner.shapes import ModelShape, shape_from_model_path
@@ -20,11 +22,9 @@ def dtype_bytes(name: Any, default: int) -> int:
 
 
 def _get(node: Any, dotted: str, default: Any = None) -> Any:
-    for part in dotted.split("."):
-        node = getattr(node, part, None) if not isinstance(node, dict) else node.get(part)
-        if node is None:
-            return default
-    return node
+    """``node``'s value at ``dotted`` (a loaded config's node), or ``default`` when it is missing or null."""
+    value = OmegaConf.select(node, dotted, default=None)
+    return default if value is None else value
 
 
 def plan_inputs_from_config(
