@@ -263,7 +263,8 @@ def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
     (summary,) = bench.main(args)
     assert summary["task"] == bench.SMOKE_TASK and set(summary) >= {"ours", "trl", "warm", "trl_lr"}
     card = json.loads((tmp_path / "warmstarts" / bench.SMOKE_TASK / "warmstart.json").read_text())
-    assert set(card["checkpoints"]) == {"20", "40"} and card["held_out_acc"] == card["checkpoints"][str(card["step"])]
+    assert set(card["checkpoints"]) == {"20", "40"} and card["selection_acc"] == card["checkpoints"][str(card["step"])]
+    assert card["held_out_size"] == bench.HELD_OUT_SIZE  # chosen on the selection rows, scored on the held-out ones
     for side in ("ours-s1", f"trl-s1-lr{bench.TRL_LRS[1]:g}"):
         run = json.loads((tmp_path / "runs" / bench.SMOKE_TASK / f"{side}.json").read_text())
         assert run["curve"][0]["train_s"] == 0.0 and run["curve"][0]["acc"] == card["held_out_acc"]  # one evaluator
@@ -274,6 +275,13 @@ def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
     start = os.path.getmtime(tmp_path / "runs" / bench.SMOKE_TASK / "ours-s1.json")
     assert bench.main(args)[0]["ours"] == summary["ours"]  # resumed: nothing ran again
     assert os.path.getmtime(tmp_path / "runs" / bench.SMOKE_TASK / "ours-s1.json") == start
+    # a card from before the selection/held-out split is re-scored once: its old score becomes selection_acc
+    path = tmp_path / "warmstarts" / bench.SMOKE_TASK / "warmstart.json"
+    old_card = {k: v for k, v in card.items() if k not in ("held_out_size", "selection_acc")}
+    path.write_text(json.dumps({**old_card, "held_out_acc": 0.5}))
+    rescored = bench.warm_start(bench.get_tasks(bench.SMOKE_TASK)[0], str(tmp_path), 1)
+    assert rescored["selection_acc"] == 0.5 and rescored["held_out_acc"] == card["held_out_acc"]
+    assert json.loads(path.read_text())["held_out_size"] == bench.HELD_OUT_SIZE
 
 
 def test_learning_suite_tasks_generate_and_score_their_references():
@@ -287,9 +295,11 @@ def test_learning_suite_tasks_generate_and_score_their_references():
     tokenizer = load_tokenizer("builtin://tiny-qwen2-arith-sft")
     assert len(bench.TASKS) >= 8 and len({t.name for t in bench.TASKS}) == len(bench.TASKS)
     for task in bench.TASKS:
-        train, test = (resolve_data_files(f) for f in task.files())
-        rows = read_parquet_rows([test])
-        assert len(rows) == bench.HELD_OUT_SIZE, task.name
+        train = resolve_data_files(task.files()[0])
+        rows, chosen_on = bench.held_out_rows(task), bench.selection_rows(task)
+        assert (len(rows), len(chosen_on)) == (bench.HELD_OUT_SIZE, bench.SELECTION_SIZE), task.name
+        key = "question"
+        assert not {r.data["extra_info"][key] for r in rows} & {r.data["extra_info"][key] for r in chosen_on}
         for row in rows[:20]:
             gt = row.data["reward_model"]["ground_truth"]
             assert default_compute_score(row.data["data_source"], row.data["extra_info"]["answer"], gt) == 1.0
@@ -297,6 +307,21 @@ def test_learning_suite_tasks_generate_and_score_their_references():
         assert longest + 1 <= task.response_length, task.name  # the reference and EOS fit (one token per byte)
         prompts = [render_prompt(tokenizer, list(r.data["prompt"])) for r in read_parquet_rows([train])[:200]]
         assert max(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts) <= task.prompt_length
+
+
+def test_learning_headroom_reports_greedy_and_pass_at_k_reproducibly():
+    """The headroom table of a task: pass@k grows with k, the sampled accuracy is pass@1's expectation, and the same
+    seed gives the same numbers bit for bit (CPU, the test's thread count)."""
+    bench = load("learning_headroom")
+    args = ["--tasks", "default-add2", "--model", "builtin://tiny-qwen2-arith-sft", "--k", "8", "--threads", "2"]
+    (first,) = bench.main(args)
+    passes = [first["pass"][k] for k in (1, 4, 8)]
+    assert passes == sorted(passes) and 0.0 < passes[-1] <= 1.0 and 0.0 <= first["sampled"] <= passes[-1]
+    assert first["rows"] == load("learning_suite").HELD_OUT_SIZE and 0.0 <= first["mixed@8"] <= passes[-1]
+    assert bench.main(args) == [first]
+    table = bench.report([first])
+    assert table.splitlines()[0].startswith("| task | greedy | sampled | pass@1 | pass@4 | pass@8 |")
+    assert "| default-add2 |" in table
 
 
 def test_lora_memory_smoke_compares_both_modes_with_the_real_worker():
