@@ -68,8 +68,9 @@ def task_headroom(task: suite.SuiteTask, model_dir: str, k: int, seed: int, batc
             texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             for i, row in enumerate(rows[start : start + batch]):
                 truth, source = get_nested(row, "reward_model.ground_truth"), row.data.get("data_source")
-                scores = [default_compute_score(source, t, truth, row.data.get("extra_info")) for t in texts[i * k :]]
-                right.append([score_to_float(s) >= 1.0 for s in scores[:k]])
+                samples = texts[i * k : (i + 1) * k]
+                scores = [default_compute_score(source, t, truth, row.data.get("extra_info")) for t in samples]
+                right.append([score_to_float(s) >= 1.0 for s in scores])
     n = len(right)
     return {
         "task": task.name,
