@@ -284,6 +284,23 @@ def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
     assert json.loads(path.read_text())["held_out_size"] == bench.HELD_OUT_SIZE
 
 
+def test_learning_suite_flags_a_warm_start_that_missed_its_target():
+    """SFT's path depends on the CPU's kernels and thread count: where no checkpoint came near the target, the suite
+    says so in one line (task, target, the closest checkpoint, what to do) and its table marks the warm start."""
+    bench = load("learning_suite")
+    task = bench.get_tasks("sum3-55")[0]
+    line = bench.target_missed_warning(task, 1520, 0.11, "/w/warmstarts/sum3-55")
+    assert line.startswith("WARNING: sum3-55:") and "55% target" in line and "step 1520 at 11.0%" in line
+    assert "sft_steps" in line and "/w/warmstarts/sum3-55" in line
+    side = {"end": (10.0, 0.5), "gain": (0.8, 0.5), "worst_gain": 0.2, "rollouts": 30.0, "seeds": [1, 2]}
+    rows = [
+        {"task": "sum3-55", "what": "sums", "warm": 0.092, "target": 0.55, "ours": side},
+        {"task": "sub2-30", "what": "diffs", "warm": 0.372, "target": 0.30, "ours": side},
+    ]
+    text = bench.report(rows, None, ["ours"])
+    assert "| sum3-55 | sums | 9.2 (target 55: missed) |" in text and "| sub2-30 | diffs | 37.2 |" in text
+
+
 def test_learning_suite_tasks_generate_and_score_their_references():
     """Every task of the suite has its train and held-out data, and each held-out reference response scores 1."""
     from verl.data.tasks import resolve_data_files
