@@ -291,7 +291,12 @@ def test_learning_suite_flags_a_warm_start_that_missed_its_target():
     task = bench.get_tasks("sum3-55")[0]
     line = bench.target_missed_warning(task, 1520, 0.11, "/w/warmstarts/sum3-55")
     assert line.startswith("WARNING: sum3-55:") and "55% target" in line and "step 1520 at 11.0%" in line
-    assert "sft_steps" in line and "/w/warmstarts/sum3-55" in line
+    assert "sft_steps" in line and "/w/warmstarts/sum3-55" in line and "within 10 points" in line
+    # a low target is missed by half of it: 2.5% for a 10% target, not 6%
+    assert bench.target_missed(0.025, 0.10) and not bench.target_missed(0.06, 0.10)
+    assert bench.target_missed(0.44, 0.55) and not bench.target_missed(0.46, 0.55)
+    low = bench.get_tasks("add3-partial-10")[0]
+    assert "within 5 points of the 10% target" in bench.target_missed_warning(low, 720, 0.025, "/w")
     side = {"end": (10.0, 0.5), "gain": (0.8, 0.5), "worst_gain": 0.2, "rollouts": 30.0, "seeds": [1, 2]}
     rows = [
         {"task": "sum3-55", "what": "sums", "warm": 0.092, "target": 0.55, "ours": side},
