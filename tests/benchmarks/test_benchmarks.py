@@ -292,16 +292,26 @@ def test_learning_suite_flags_a_warm_start_that_missed_its_target():
     line = bench.target_missed_warning(task, 1520, 0.11, "/w/warmstarts/sum3-55")
     assert line.startswith("WARNING: sum3-55:") and "55% target" in line and "step 1520 at 11.0%" in line
     assert "sft_steps" in line and "/w/warmstarts/sum3-55" in line and "within 10 points" in line
+
     # a low target is missed by half of it: 2.5% for a 10% target, not 6%
-    assert bench.target_missed(0.025, 0.10) and not bench.target_missed(0.06, 0.10)
-    assert bench.target_missed(0.44, 0.55) and not bench.target_missed(0.46, 0.55)
+    def missed(selection_acc: float, target: float) -> bool:  # chosen on the selection rows, judged on them
+        return bench.target_missed({"selection_acc": selection_acc, "held_out_acc": target}, target)
+
+    assert missed(0.025, 0.10) and not missed(0.06, 0.10)
+    assert missed(0.44, 0.55) and not missed(0.46, 0.55)
+    assert bench.target_missed({"held_out_acc": 0.2}, 0.30) is False  # a shipped warm start: its held-out score
     low = bench.get_tasks("add3-partial-10")[0]
     assert "within 5 points of the 10% target" in bench.target_missed_warning(low, 720, 0.025, "/w")
-    side = {"end": (10.0, 0.5), "gain": (0.8, 0.5), "worst_gain": 0.2, "rollouts": 30.0, "seeds": [1, 2]}
-    rows = [
-        {"task": "sum3-55", "what": "sums", "warm": 0.092, "target": 0.55, "ours": side},
-        {"task": "sub2-30", "what": "diffs", "warm": 0.372, "target": 0.30, "ours": side},
+    run = {"curve": [{"acc": 0.10}, {"acc": 0.10}], "steps": 30, "seed": 1}
+    rows = [  # sub2-30's 37.2% held-out is 7 points off, but it was chosen at 30.0% on the selection rows
+        bench.task_summary(task, {"held_out_acc": 0.092, "selection_acc": 0.11}, {"ours": [run]}, {}),
+        bench.task_summary(
+            bench.get_tasks("sub2-30")[0], {"held_out_acc": 0.372, "selection_acc": 0.30}, {"ours": [run]}, {}
+        ),
     ]
+    assert rows[0]["target_missed"] and not rows[1]["target_missed"]
+    for row in rows:
+        row["what"] = {"sum3-55": "sums", "sub2-30": "diffs"}[row["task"]]
     text = bench.report(rows, None, ["ours"])
     assert "| sum3-55 | sums | 9.2 (target 55: missed) |" in text and "| sub2-30 | diffs | 37.2 |" in text
 
