@@ -191,6 +191,19 @@ def selection_rows(task: SuiteTask) -> list:
     return _test_rows(task)[:SELECTION_SIZE]
 
 
+def selection_file(task: SuiteTask, out_dir: str) -> str:
+    """The selection rows as a parquet file in ``out_dir``: a trainer that validates itself (``trainer.test_freq``,
+    ``trainer.lr_plateau``) does it on these, never on the held-out rows its run is scored on."""
+    import pyarrow.parquet as pq
+
+    from verl.data.tasks import resolve_data_files
+
+    path = os.path.join(out_dir, "selection.parquet")
+    os.makedirs(out_dir, exist_ok=True)
+    pq.write_table(pq.read_table(resolve_data_files(task.files()[1])).slice(0, SELECTION_SIZE), path)
+    return path
+
+
 def held_out_rows(task: SuiteTask) -> list:
     """The next HELD_OUT_SIZE problems (disjoint from training and from the selection rows): every run is scored on
     these. Picking the checkpoint on the rows it is then scored on favours one whose score was lucky (a maximum of
@@ -357,10 +370,11 @@ class EvalClock:
         self._evaluate_due()
         self._t0 = time.perf_counter()
 
-    def step_done(self, metrics: dict | None = None) -> bool:
-        """Count a finished step; evaluate when a point is due; True when the budget is spent."""
+    def step_done(self, metrics: dict | None = None, count: bool = True) -> bool:
+        """Count a finished step (``count``: a training step, else time spent outside one, as a validation before
+        training); evaluate when a point is due; True when the budget is spent."""
         self.train_s += time.perf_counter() - self._t0
-        self.steps += 1
+        self.steps += count
         picked = {k: round(v, 6) for k, v in (metrics or {}).items() if k in LOGGED}
         if picked:
             self.trace.append({"step": self.steps, **picked})
@@ -396,11 +410,11 @@ def child_ours(spec: dict) -> dict:
     from verl.utils.model import load_tokenizer
 
     task = SuiteTask(**spec["task"])
-    train, test = task.files()
+    train, _ = task.files()
     overrides = [
         f"actor_rollout_ref.model.path={spec['model']}",
         f"data.train_files={train}",
-        f"data.val_files={test}",
+        f"data.val_files={selection_file(task, spec['out'])}",  # the trainer's own validation never sees the scored rows
         f"data.max_response_length={task.response_length}",
         f"data.max_prompt_length={task.prompt_length}",
         "trainer.val_before_train=false",
@@ -420,6 +434,10 @@ def child_ours(spec: dict) -> dict:
     clock = EvalClock(spec["budget_s"], lambda: held_out_accuracy(module, tokenizer, rows, task))
     clock.start()
     done = False
+    if trainer.config.trainer.val_before_train and trainer.val_reward_fn is not None:  # as fit: counted in budget
+        trainer.init()
+        trainer.log(trainer.collapse_watch.observed(trainer.validate(), step=0), step=0)
+        done = clock.step_done({}, count=False)
     while not done:
         done = clock.step_done(trainer.train_step())
     trainer.shutdown()

@@ -341,6 +341,20 @@ def test_learning_suite_tasks_generate_and_score_their_references():
         assert max(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts) <= task.prompt_length
 
 
+def test_learning_suite_trainer_validates_on_the_selection_rows_only(tmp_path):
+    """A run that validates itself (trainer.lr_plateau, trainer.test_freq) does it on the rows the warm start was
+    chosen on, never on the held-out rows the run is scored on: a rollback to the best validation would otherwise
+    pick the policy on the rows that score it."""
+    from verl.utils.dataset.parquet import read_parquet_rows
+
+    bench = load("learning_suite")
+    task = bench.get_tasks("sub2-30")[0]
+    rows = read_parquet_rows([bench.selection_file(task, str(tmp_path / "run"))])
+    questions = [r.data["extra_info"]["question"] for r in rows]
+    assert questions == [r.data["extra_info"]["question"] for r in bench.selection_rows(task)]
+    assert not set(questions) & {r.data["extra_info"]["question"] for r in bench.held_out_rows(task)}
+
+
 def test_learning_headroom_reports_greedy_and_pass_at_k_reproducibly():
     """The headroom table of a task: pass@k grows with k, the sampled accuracy is pass@1's expectation, and the same
     seed gives the same numbers bit for bit (CPU, the test's thread count)."""

@@ -84,6 +84,32 @@ def test_collapse_rollback_example(tmp_path):
     assert [round(v, 6) for _, v in lr] == [0.3, 0.15, 0.075] and (tmp_path / "best_val" / "actor").is_dir()
 
 
+def test_lr_plateau_example(tmp_path):
+    """The plateau rule: starts at an eighth of the rate, and on validations that do not beat the best it goes back to
+    the best one's policy with the rate halved. A rate of 0.3 (the trust region off, as a script's own rate) makes
+    every validation after the first worse, so each one cuts."""
+    out = subprocess.run(
+        ["bash", os.path.join(ROOT, "examples", "grpo_trainer", "run_lr_plateau.sh"),
+         f"trainer.default_local_dir={tmp_path}", "trainer.logger=[console,file]", "actor_rollout_ref.actor.optim.lr=0.3",
+         "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+         "data.val_files=builtin://arithmetic/test?ops=-&size=32", "trainer.total_training_steps=3",
+         "trainer.test_freq=1", "trainer.lr_plateau.patience=1", "trainer.lr_plateau.min_scale=0.01",
+         "trainer.collapse_guard.val_drop=1.0"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT}, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    lr = [round(r["actor/lr"], 6) for r in rows if "actor/lr" in r]
+    acc = {r["step"]: r["val-core/acc"] for r in rows if "val-core/acc" in r}
+    assert lr[0] == round(0.3 * 0.125, 6) and len(lr) == 3  # the first step at initial_scale
+    best, expected = acc[0], 0
+    for step in (1, 2, 3):  # patience 1: every validation that does not beat the best so far is a cut
+        best, expected = max(best, acc[step]), expected + (acc[step] <= best)
+    cuts = [r["plateau/cuts"] for r in rows if "plateau/cuts" in r]
+    assert cuts[-1] == expected >= 1
+    assert "PLATEAU at step" in out.stdout and "rolled back to the best validation's policy" in out.stdout
+
+
 def test_trust_region_example(tmp_path):
     """A rate of 1e-3 set by the script is the trust region's ceiling: the run starts at a tenth of it and logs the
     drift it steers by, every step; the held-out line is the mean of the last evaluations."""

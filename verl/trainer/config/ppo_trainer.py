@@ -47,6 +47,36 @@ class CollapseGuardConfig(BaseConfig):
 
 
 @dataclass
+class LrPlateauConfig(BaseConfig):
+    """Cut the learning rate when the held-out metric stops improving (verl.trainer.ppo.collapse_guard), as
+    PyTorch's ReduceLROnPlateau does, on ``trainer.collapse_guard.val_metric`` at each validation."""
+
+    enable: bool = False  # at each validation (trainer.test_freq): a stalled held-out metric cuts the rate
+    patience: int = 2  # validations in a row without a new best (by more than threshold) before a cut
+    threshold: float = 0.0  # a new best must beat the old one by more than this (absolute)
+    factor: float = 0.5  # the learning rate's factor at each cut
+    min_scale: float = 0.05  # no cut below this x the configured rate
+    rollback: bool = True  # each cut first reloads the policy of the best validation
+    initial_scale: float = 1.0  # the run starts at this x the configured rate ...
+    growth: float = 1.0  # ... and each new best multiplies it by this, up to 1x (1: never raised)
+
+    def __post_init__(self):
+        if self.patience < 1:
+            raise ValueError(f"trainer.lr_plateau.patience={self.patience}: must be >= 1 validation")
+        if not 0.0 < self.factor < 1.0:
+            raise ValueError(f"trainer.lr_plateau.factor={self.factor}: must be in (0, 1)")
+        if not 0.0 < self.min_scale <= 1.0:
+            raise ValueError(f"trainer.lr_plateau.min_scale={self.min_scale}: must be in (0, 1]")
+        if not self.min_scale <= self.initial_scale <= 1.0:
+            raise ValueError(
+                f"trainer.lr_plateau.initial_scale={self.initial_scale}: must be within [min_scale "
+                f"({self.min_scale}), 1]"
+            )
+        if self.growth < 1.0:
+            raise ValueError(f"trainer.lr_plateau.growth={self.growth}: must be >= 1 (1: the rate is never raised)")
+
+
+@dataclass
 class TrainerConfig(BaseConfig):
     """The run: its length, validation and checkpoint cadence, loggers, seed, backend and devices."""
 
@@ -88,6 +118,7 @@ class TrainerConfig(BaseConfig):
     # learning rate by rollback_lr_factor
     rollback_on_collapse: bool = False
     rollback_lr_factor: float = 0.5  # the learning rate's factor at each rollback
+    lr_plateau: LrPlateauConfig = field(default_factory=LrPlateauConfig)  # cut the rate when held-out stalls
     # a folder: every training sample of step N (input, output, score, reward fields) in N.jsonl
     rollout_data_dir: str | None = None
     validation_data_dir: str | None = None  # a folder: every validation sample at step N in N.jsonl

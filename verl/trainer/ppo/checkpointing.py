@@ -257,9 +257,9 @@ class RunCheckpoints:
         return "No checkpoint was saved yet (trainer.save_freq): running the same command again starts over"
 
 
-def controller_state(step: int, prompt_loader: Any, kl_ctrl: Any = None) -> dict[str, Any]:
-    """What the controller needs to go on exactly where it stopped: the step, the data order's position, every RNG
-    and the adaptive KL coefficient."""
+def controller_state(step: int, prompt_loader: Any, kl_ctrl: Any = None, watch: Any = None) -> dict[str, Any]:
+    """What the controller needs to go on exactly where it stopped: the step, the data order's position, every RNG,
+    the adaptive KL coefficient and the collapse watch's bests and learning-rate scale."""
     return {
         "global_steps": step,
         "dataloader": prompt_loader.state_dict(),
@@ -267,15 +267,18 @@ def controller_state(step: int, prompt_loader: Any, kl_ctrl: Any = None) -> dict
         "numpy_rng": np.random.get_state(),
         "torch_rng": torch.get_rng_state(),
         "kl_ctrl": vars(kl_ctrl) if kl_ctrl is not None else None,
+        "collapse_watch": watch.state_dict() if watch is not None else None,
     }
 
 
-def restore_controller_state(state: dict[str, Any], prompt_loader: Any, kl_ctrl: Any = None) -> int:
-    """Put `controller_state` back (data order, RNGs, KL coefficient); returns the step."""
+def restore_controller_state(state: dict[str, Any], prompt_loader: Any, kl_ctrl: Any = None, watch: Any = None) -> int:
+    """Put `controller_state` back (data order, RNGs, KL coefficient, collapse watch); returns the step."""
     prompt_loader.load_state_dict(state["dataloader"])
     random.setstate(state["python_rng"])
     np.random.set_state(state["numpy_rng"])
     torch.set_rng_state(state["torch_rng"])
     if kl_ctrl is not None and state.get("kl_ctrl"):
         vars(kl_ctrl).update(state["kl_ctrl"])
+    if watch is not None and state.get("collapse_watch"):  # checkpoints from before it was saved: a fresh watch
+        watch.load_state_dict(state["collapse_watch"])
     return int(state["global_steps"])

@@ -68,8 +68,7 @@ class RayPPOTrainer:
         ``data_source``; ``ray_worker_group_cls``, ``processor``, ``collate_fn``, ``train_sampler``: for ported recipes."""
         self.config, self.tokenizer = config, tokenizer
         self.role_worker_mapping, self.resource_pool_manager = role_worker_mapping, resource_pool_manager
-        if device_name is not None:
-            config.trainer.device = device_name
+        config.trainer.device = value_or(device_name, lambda: config.trainer.device)
         d = config.data
         self.train_dataset = value_or(train_dataset, lambda: build_dataset(config, d.train_files, tokenizer))
         self.val_dataset = value_or(
@@ -167,9 +166,9 @@ class RayPPOTrainer:
             self.update_critic(batch)
             self.update_actor(batch)
             self.maybe_validate()
+            self.collapse_watch.after(self.global_steps, self.metrics, batch)  # before the save: a rollback is kept
             self.maybe_save_checkpoint()
         self.metrics.update(step_summary(batch, self.timer, self.backend, self.config.trainer, self.use_critic))
-        self.collapse_watch.after(self.global_steps, self.metrics)  # trainer.collapse_guard, rollback_on_collapse
         stops = run_callbacks(self.callbacks, "on_step_end", self, batch, self.metrics)
         self.log(self.metrics, step=self.global_steps)
         if any(s is False for s in stops) and self.stop_reason is None:
@@ -361,7 +360,7 @@ class RayPPOTrainer:
 
     def save_checkpoint(self, commit: bool = True) -> str:
         """``global_step_N/`` of this step (its path); ``commit=False``: resumed from once the step is logged."""
-        state = controller_state(self.global_steps, self.train_loader, self.kl_ctrl_in_reward)
+        state = controller_state(self.global_steps, self.train_loader, self.kl_ctrl_in_reward, self.collapse_watch)
         return self.checkpoints.save(self.global_steps, self._checkpoint_roles(), state, commit)
 
     def resume(self) -> None:
@@ -369,7 +368,8 @@ class RayPPOTrainer:
         path = self.checkpoints.find_resume_dir()
         if path is not None:  # a truncated or corrupt latest one: the newest earlier one that loads, reported
             path, state = self.checkpoints.load_first_readable(path, self._checkpoint_roles())
-            self.global_steps = restore_controller_state(state, self.train_loader, self.kl_ctrl_in_reward)
+            watch = self.collapse_watch
+            self.global_steps = restore_controller_state(state, self.train_loader, self.kl_ctrl_in_reward, watch)
             print(f"resumed from {path} at step {self.global_steps}")
 
     def _checkpoint_roles(self) -> dict[str, Any]:
