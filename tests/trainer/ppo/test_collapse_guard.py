@@ -229,3 +229,14 @@ def test_the_bold_driver_starts_low_raises_the_rate_on_each_new_best_and_cuts_on
     again = CollapseWatch(trainer)
     again.load_state_dict(state)
     assert again.lr_scale == 0.5 and again.scale_applied and again.plateau.best == 0.70 and again.cuts == 1
+
+
+def test_a_plateau_rollback_restores_lora_adapters_exactly(tmp_path, capsys):
+    """With LoRA the best validation's checkpoint is the adapter alone: the rollback brings those weights back bit
+    for bit (CPU), and the frozen base is never touched."""
+    overrides = [f"trainer.default_local_dir={tmp_path}", "actor_rollout_ref.model.lora_rank=8", *PLATEAU]
+    trainer, start, out = _fit([*overrides, "trainer.lr_plateau.min_scale=0.05"], capsys)
+    assert out.count("rolled back to the best validation's policy") == 3  # every step undid the warm start
+    assert trainer.history["actor/lr"] == [(1, pytest.approx(0.3)), (2, pytest.approx(0.15)), (3, pytest.approx(0.075))]
+    params = list(trainer.actor_rollout_wg.actor_module.parameters())
+    assert sum(p.requires_grad for p in params) > 0 and all(torch.equal(p, q) for p, q in zip(params, start))
