@@ -316,6 +316,29 @@ def test_learning_suite_flags_a_warm_start_that_missed_its_target():
     assert "| sum3-55 | sums | 9.2 (target 55: missed) |" in text and "| sub2-30 | diffs | 37.2 |" in text
 
 
+def test_learning_suite_remakes_a_warm_start_whose_sft_recipe_changed(tmp_path, capsys):
+    """A cached warm start made by another SFT recipe (steps, rate) than its task's, and the runs that started from it,
+    are moved aside, not reused: the table would otherwise pair new runs with an old baseline."""
+    bench = load("learning_suite")
+    large = bench.get_tasks("sub2-large")[0]
+    assert f"optim.lr={large.sft_lr:g}" in bench.sft_command(large)
+    assert "optim.lr" not in bench.sft_command(bench.get_tasks("sub2-30")[0])  # the SFT trainer's default rate
+    for task, made_by in ((large, bench.sft_command(large).replace("optim.lr=0.001 ", "")), (large, None)):
+        card = tmp_path / "warmstarts" / task.name / "warmstart.json"
+        runs = tmp_path / "runs" / task.name
+        card.parent.mkdir(parents=True, exist_ok=True)
+        runs.mkdir(parents=True, exist_ok=True)
+        (runs / "ours-s1.json").write_text("{}")
+        card.write_text(json.dumps({"sft": (made_by or bench.sft_command(task)) + "; step 580"}))
+        retired = bench.retire_stale_warm_start(task, str(tmp_path))
+        assert retired is (made_by is not None)
+        assert card.is_file() is (not retired) and (runs / "ours-s1.json").is_file() is (not retired)
+    stale = sorted(p.name for p in (tmp_path / "warmstarts").iterdir())
+    assert stale[0] == "sub2-large" and stale[1].startswith("sub2-large.stale-")
+    assert any(p.name.startswith("sub2-large.stale-") for p in (tmp_path / "runs").iterdir())
+    assert "moved to *.stale-" in capsys.readouterr().out
+
+
 def test_learning_suite_tasks_generate_and_score_their_references():
     """Every task of the suite has its train and held-out data, and each held-out reference response scores 1."""
     from verl.data.tasks import resolve_data_files
