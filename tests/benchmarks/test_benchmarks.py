@@ -279,7 +279,7 @@ def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
     path = tmp_path / "warmstarts" / bench.SMOKE_TASK / "warmstart.json"
     old_card = {k: v for k, v in card.items() if k not in ("held_out_size", "selection_acc")}
     path.write_text(json.dumps({**old_card, "held_out_acc": 0.5}))
-    rescored = bench.warm_start(bench.get_tasks(bench.SMOKE_TASK)[0], str(tmp_path), 1)
+    rescored = bench.warm_start(bench.smoke_task(bench.get_tasks(bench.SMOKE_TASK)[0]), str(tmp_path), 1)
     assert rescored["selection_acc"] == 0.5 and rescored["held_out_acc"] == card["held_out_acc"]
     assert json.loads(path.read_text())["held_out_size"] == bench.HELD_OUT_SIZE
 
