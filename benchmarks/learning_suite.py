@@ -246,6 +246,7 @@ def sft_recipe(task: SuiteTask) -> list[str]:
 
 
 def sft_command(task: SuiteTask) -> str:
+    """The command line that makes the task's warm start; the card keeps it, and a changed one remakes the card."""
     return "python -m verl.trainer.main_sft " + " ".join(sft_recipe(task))
 
 

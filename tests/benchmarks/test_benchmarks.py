@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -323,15 +324,16 @@ def test_learning_suite_remakes_a_warm_start_whose_sft_recipe_changed(tmp_path, 
     large = bench.get_tasks("sub2-large")[0]
     assert f"optim.lr={large.sft_lr:g}" in bench.sft_command(large)
     assert "optim.lr" not in bench.sft_command(bench.get_tasks("sub2-30")[0])  # the SFT trainer's default rate
-    for task, made_by in ((large, bench.sft_command(large).replace("optim.lr=0.001 ", "")), (large, None)):
-        card = tmp_path / "warmstarts" / task.name / "warmstart.json"
-        runs = tmp_path / "runs" / task.name
+    old_recipe = bench.sft_command(dataclasses.replace(large, sft_lr=None, sft_steps=600))
+    for made_by, stale in ((old_recipe, True), (bench.sft_command(large), False)):
+        card = tmp_path / "warmstarts" / large.name / "warmstart.json"
+        runs = tmp_path / "runs" / large.name
         card.parent.mkdir(parents=True, exist_ok=True)
         runs.mkdir(parents=True, exist_ok=True)
         (runs / "ours-s1.json").write_text("{}")
-        card.write_text(json.dumps({"sft": (made_by or bench.sft_command(task)) + "; step 580"}))
-        retired = bench.retire_stale_warm_start(task, str(tmp_path))
-        assert retired is (made_by is not None)
+        card.write_text(json.dumps({"sft": made_by + "; step 580"}))
+        retired = bench.retire_stale_warm_start(large, str(tmp_path))
+        assert retired is stale
         assert card.is_file() is (not retired) and (runs / "ours-s1.json").is_file() is (not retired)
     stale = sorted(p.name for p in (tmp_path / "warmstarts").iterdir())
     assert stale[0] == "sub2-large" and stale[1].startswith("sub2-large.stale-")
