@@ -2,18 +2,18 @@
 
     python benchmarks/learning_suite.py --jobs 2 --threads 1     # every task, 3 seeds each side (~1 h on 2 cores,
                                                                  # plus ~1 h of SFT warm starts the first time)
-    python benchmarks/learning_suite.py --tasks sum3-55,sub2-30 --seeds 1   # a subset
+    python benchmarks/learning_suite.py --tasks sub2-30,mul1-30 --seeds 1  # a subset
     python benchmarks/learning_suite.py --sides ours --variant lr1e-5:actor_rollout_ref.actor.optim.lr=1e-5
     python benchmarks/learning_suite.py --smoke                  # CI: one short task, one seed, both sides
     python benchmarks/learning_suite.py --report-only            # rebuild the table and the PNG from saved runs
-    python benchmarks/learning_suite.py --tune 8 --tasks sub2-30,mul1-30,sum3-55   # verl tune over the trust region
+    python benchmarks/learning_suite.py --tune 8 --tasks sub2-30,mul1-30,countdown-10   # verl tune over the trust region
     python benchmarks/learning_suite.py --quick-start --seeds 1,2,3   # the default main job over seeds
 
 Each task differs from the built-in default (2-digit addition from the shipped warm start) the way users' tasks
 differ: the operation and its length (subtraction, three-term sums, multiplication by one digit, countdown), the
 reward (exact match or digit-level partial credit), the response length (an answer alone, ~8 tokens, to worked
 steps, ~35), the warm start's held-out accuracy (about 10, 30, 55 and 75%) and the model (the default tiny Qwen2,
-hidden 128 / 2 layers, and a larger one, hidden 256 / 4 layers).
+hidden 128 / 2 layers, and a larger one, hidden 256 / 4 layers, on two tasks).
 
 Warm starts: the SFT trainer (``verl.trainer.main_sft``) on the task's own generated reference responses, from a
 fresh tiny model, a checkpoint every few steps; the checkpoint whose greedy accuracy on the test split's first 200
@@ -112,7 +112,6 @@ REFERENCE = SuiteTask(
 )
 TASKS = (
     SuiteTask("sub2-30", "arithmetic", "ops=-", 0.30, what="2-digit subtraction (negative results), exact"),
-    SuiteTask("sum3-55", "arithmetic", "terms=3", 0.55, sft_steps=1600, what="three-term 2-digit sums, exact"),
     SuiteTask(
         "mul1-30",
         "arithmetic",
@@ -166,6 +165,16 @@ TASKS = (
         sft_steps=800,
         sft_lr=1e-3,  # at the default 3e-3 this width stalls near 5% for 600 steps (3.2% and 6.8% on two machines)
         what="2-digit subtraction, hidden 256 / 4 layers (4.6x the parameters)",
+    ),
+    SuiteTask(
+        "sum3-large",
+        "arithmetic",
+        "terms=3",
+        0.55,
+        model=LARGE,
+        sft_steps=1600,
+        sft_lr=1e-3,  # the small model's SFT on three-term sums reached 64% on one machine and 9-47% on another
+        what="three-term 2-digit sums, hidden 256 / 4 layers, exact",
     ),
 )
 SMOKE_TASK = "add2-answer-75"

@@ -289,10 +289,10 @@ def test_learning_suite_flags_a_warm_start_that_missed_its_target():
     """SFT's path depends on the CPU's kernels and thread count: where no checkpoint came near the target, the suite
     says so in one line (task, target, the closest checkpoint, what to do) and its table marks the warm start."""
     bench = load("learning_suite")
-    task = bench.get_tasks("sum3-55")[0]
-    line = bench.target_missed_warning(task, 1520, 0.11, "/w/warmstarts/sum3-55")
-    assert line.startswith("WARNING: sum3-55:") and "55% target" in line and "step 1520 at 11.0%" in line
-    assert "sft_steps" in line and "/w/warmstarts/sum3-55" in line and "within 10 points" in line
+    task = bench.get_tasks("sum3-large")[0]
+    line = bench.target_missed_warning(task, 1520, 0.11, "/w/warmstarts/sum3-large")
+    assert line.startswith("WARNING: sum3-large:") and "55% target" in line and "step 1520 at 11.0%" in line
+    assert "sft_steps" in line and "/w/warmstarts/sum3-large" in line and "within 10 points" in line
 
     # a low target is missed by half of it: 2.5% for a 10% target, not 6%
     def missed(selection_acc: float, target: float) -> bool:  # chosen on the selection rows, judged on them
@@ -312,9 +312,9 @@ def test_learning_suite_flags_a_warm_start_that_missed_its_target():
     ]
     assert rows[0]["target_missed"] and not rows[1]["target_missed"]
     for row in rows:
-        row["what"] = {"sum3-55": "sums", "sub2-30": "diffs"}[row["task"]]
+        row["what"] = {"sum3-large": "sums", "sub2-30": "diffs"}[row["task"]]
     text = bench.report(rows, None, ["ours"])
-    assert "| sum3-55 | sums | 9.2 (target 55: missed) |" in text and "| sub2-30 | diffs | 37.2 |" in text
+    assert "| sum3-large | sums | 9.2 (target 55: missed) |" in text and "| sub2-30 | diffs | 37.2 |" in text
 
 
 def test_learning_suite_remakes_a_warm_start_whose_sft_recipe_changed(tmp_path, capsys):
