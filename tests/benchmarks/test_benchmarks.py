@@ -351,6 +351,9 @@ def test_learning_suite_tasks_generate_and_score_their_references():
     bench = load("learning_suite")
     tokenizer = load_tokenizer("builtin://tiny-qwen2-arith-sft")
     assert len(bench.TASKS) >= 8 and len({t.name for t in bench.TASKS}) == len(bench.TASKS)
+    # a larger model's step takes longer: its runs get a longer training budget, growing with the model
+    factors = {t.model: t.budget_factor for t in bench.TASKS}
+    assert factors[bench.SMALL] == 1.0 < factors[bench.LARGE] < factors[bench.XL]
     for task in bench.TASKS:
         train = resolve_data_files(task.files()[0])
         rows, chosen_on = bench.held_out_rows(task), bench.selection_rows(task)

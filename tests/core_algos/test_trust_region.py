@@ -46,3 +46,15 @@ def test_lr_scale_moves_by_the_factor_outside_the_band(kl, expected):
 def test_lr_scale_stays_within_its_bounds():
     assert adapt_lr_scale(1.0, 0.0, 0.01, 1.5, 0.01, 1.0) == 1.0  # the ceiling: optim.lr
     assert adapt_lr_scale(0.012, 1.0, 0.01, 1.5, 0.01, 1.0) == 0.01  # the floor
+
+
+@pytest.mark.parametrize("kl, expected", [(0.05, 1.0 / 1.5), (0.01, 1.0), (0.004, 1.1)])
+def test_lr_scale_rises_by_the_increase_factor_and_falls_by_the_factor(kl, expected):
+    assert adapt_lr_scale(1.0, kl, 0.01, 1.5, 0.01, 10.0, increase_factor=1.1) == pytest.approx(expected)
+
+
+def test_lr_increase_factor_below_one_is_refused():
+    from verl.workers.config.actor import TrustRegionConfig
+
+    with pytest.raises(ValueError, match="lr_increase_factor=0.9"):
+        TrustRegionConfig(lr_increase_factor=0.9)

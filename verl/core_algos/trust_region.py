@@ -39,19 +39,30 @@ def policy_drift_kl_sum(
 
 
 def adapt_lr_scale(
-    scale: float, drift_kl: float, target_kl: float, factor: float, min_scale: float, max_scale: float
+    scale: float,
+    drift_kl: float,
+    target_kl: float,
+    factor: float,
+    min_scale: float,
+    max_scale: float,
+    increase_factor: float | None = None,
 ) -> float:
-    """One step of the KL-adaptive learning rate (rsl_rl's rule): the multiplier of the scheduled learning rate.
+    """One step of the KL-adaptive learning rate (rsl_rl's rule, with its rise and fall set apart): the multiplier
+    of the scheduled learning rate.
 
     ::
 
-        scale' = scale / factor   if drift_kl > 2 * target_kl     (moved too far: smaller steps)
-               = scale * factor   if drift_kl < target_kl / 2     (barely moved: larger steps)
-               = scale            otherwise
+        scale' = scale / factor            if drift_kl > 2 * target_kl     (moved too far: smaller steps)
+               = scale * increase_factor   if drift_kl < target_kl / 2     (barely moved: larger steps)
+               = scale                     otherwise
         then clamped to [min_scale, max_scale]
+
+    ``increase_factor`` None is ``factor`` (rsl_rl's symmetric rule). A smaller rise than fall (additive-increase,
+    multiplicative-decrease in spirit) keeps the rate from bouncing between the bounds on noisy drift readings while
+    still cutting it fast where a step went too far.
     """
     if drift_kl > 2.0 * target_kl:
         scale = scale / factor
     elif drift_kl < 0.5 * target_kl:
-        scale = scale * factor
+        scale = scale * (factor if increase_factor is None else increase_factor)
     return float(min(max_scale, max(min_scale, scale)))

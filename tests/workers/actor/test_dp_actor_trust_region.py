@@ -70,6 +70,26 @@ def test_early_stop_skips_the_remaining_mini_batches(model, data):
     assert actor.lr_scale == 0.5  # and the next step starts smaller
 
 
+def test_multiplier_rises_by_the_increase_factor_and_falls_by_the_factor(model, data):
+    """Far under target the measured mini-batch raises the multiplier by lr_increase_factor; far over, it falls by
+    lr_factor: the rate climbs slowly and is cut fast."""
+    _, _, rose = _update(
+        model,
+        data,
+        1e-3,
+        target_kl=1e9,
+        early_stop_ratio=0.0,
+        initial_lr_ratio=0.1,
+        lr_factor=2.0,
+        lr_increase_factor=1.25,
+    )
+    assert rose.lr_scale == pytest.approx(0.125)
+    _, _, fell = _update(
+        model, data, 1e-2, target_kl=1e-9, early_stop_ratio=0.0, lr_factor=2.0, lr_increase_factor=1.25
+    )
+    assert fell.lr_scale == 0.5
+
+
 def test_multiplier_scales_the_step_on_top_of_the_schedule(model, data):
     """A far-over-target drift halves the multiplier before the second step: the same as AdamW at half the rate
     for that step (AdamW's update is proportional to its rate at a given state)."""

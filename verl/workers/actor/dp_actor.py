@@ -352,7 +352,13 @@ class DataParallelPPOActor:
             return True
         if region.adapt_lr:
             self.lr_scale = core_algos.adapt_lr_scale(
-                self.lr_scale, kl, region.target_kl, region.lr_factor, region.min_lr_ratio, region.max_lr_ratio
+                self.lr_scale,
+                kl,
+                region.target_kl,
+                region.lr_factor,
+                region.min_lr_ratio,
+                region.max_lr_ratio,
+                region.lr_increase_factor,
             )
         return False
 

@@ -81,9 +81,9 @@ class TrustRegionConfig(BaseConfig):
     """Update-size control (``actor.trust_region``; `verl.core_algos.trust_region`): each mini-batch after a step's
     first measures the KL between the policy being trained and the one that sampled the batch (k3 on the old
     log-probs: free, the loss has both); above ``early_stop_ratio * target_kl`` the step's remaining mini-batches
-    are skipped, and the learning rate's multiplier moves by ``lr_factor`` toward ``target_kl`` within
-    [min_lr_ratio, max_lr_ratio] of optim.lr, from ``initial_lr_ratio`` (a warm-up as fast as the KL allows: Adam's
-    first steps are its largest). Needs more than one mini-batch per step or ppo_epochs > 1 (the first mini-batch is
+    are skipped, and the learning rate's multiplier moves toward ``target_kl`` (down by ``lr_factor``, up by
+    ``lr_increase_factor``) within [min_lr_ratio, max_lr_ratio] of optim.lr, from ``initial_lr_ratio`` (a warm-up as
+    fast as the KL allows: Adam's first steps are its largest). Needs more than one mini-batch per step or ppo_epochs > 1 (the first mini-batch is
     on-policy); ``actor/policy_drift_kl`` is logged either way."""
 
     # null (auto): on at the default optim.lr, off when a script sets its own (verl's fixed rate); true / false
@@ -91,7 +91,9 @@ class TrustRegionConfig(BaseConfig):
     target_kl: float = 0.0005  # the drift, KL(pi_old || pi_theta) per response token, a mini-batch step should reach
     early_stop_ratio: float = 4.0  # skip the step's remaining mini-batches past this x target_kl (0: never)
     adapt_lr: bool = True  # steer the learning rate toward target_kl (false: only the early stop)
-    lr_factor: float = 1.5  # the multiplier's change per mini-batch: / it above 2 x target, x it below target / 2
+    lr_factor: float = 1.5  # the multiplier's fall per mini-batch above 2 x target: / it
+    # the multiplier's rise per mini-batch below target / 2: x it (slow up, fast down; null: lr_factor both ways)
+    lr_increase_factor: float | None = 1.1
     initial_lr_ratio: float = 0.1  # the multiplier at the first step
     min_lr_ratio: float = 0.01  # the multiplier's floor, as a share of optim.lr
     max_lr_ratio: float = 1.0  # its ceiling: optim.lr is the largest learning rate used
@@ -101,6 +103,10 @@ class TrustRegionConfig(BaseConfig):
             raise ValueError(f"actor.trust_region.target_kl={self.target_kl}: must be > 0")
         if self.lr_factor < 1:
             raise ValueError(f"actor.trust_region.lr_factor={self.lr_factor}: must be >= 1")
+        if self.lr_increase_factor is not None and self.lr_increase_factor < 1:
+            raise ValueError(
+                f"actor.trust_region.lr_increase_factor={self.lr_increase_factor}: must be >= 1 (or null: lr_factor)"
+            )
         if not self.min_lr_ratio <= self.initial_lr_ratio <= self.max_lr_ratio:
             raise ValueError(
                 f"actor.trust_region.initial_lr_ratio={self.initial_lr_ratio}: must be within [min_lr_ratio "
