@@ -57,9 +57,10 @@ def adapt_lr_scale(
                = scale                     otherwise
         then clamped to [min_scale, max_scale]
 
-    ``increase_factor`` None is ``factor`` (rsl_rl's symmetric rule). A smaller rise than fall (additive-increase,
-    multiplicative-decrease in spirit) keeps the rate from bouncing between the bounds on noisy drift readings while
-    still cutting it fast where a step went too far.
+    ``increase_factor`` None is ``factor`` (rsl_rl's symmetric rule). A smaller rise than fall (the bold driver rule,
+    Vogl et al. 1988) keeps the rate from bouncing on noisy drift readings while still cutting it fast where a step
+    went too far; the rate settles where about ln(increase) / (ln(increase) + ln(factor)) of the out-of-band
+    readings are over the band.
     """
     if drift_kl > 2.0 * target_kl:
         scale = scale / factor

@@ -83,8 +83,8 @@ class TrustRegionConfig(BaseConfig):
     log-probs: free, the loss has both); above ``early_stop_ratio * target_kl`` the step's remaining mini-batches
     are skipped, and the learning rate's multiplier moves toward ``target_kl`` (down by ``lr_factor``, up by
     ``lr_increase_factor``) within [min_lr_ratio, max_lr_ratio] of optim.lr, from ``initial_lr_ratio`` (a warm-up as
-    fast as the KL allows: Adam's first steps are its largest). Needs more than one mini-batch per step or ppo_epochs > 1 (the first mini-batch is
-    on-policy); ``actor/policy_drift_kl`` is logged either way."""
+    fast as the KL allows: Adam's first steps are its largest). Needs more than one mini-batch per step or
+    ppo_epochs > 1 (the first mini-batch is on-policy); ``actor/policy_drift_kl`` is logged either way."""
 
     # null (auto): on at the default optim.lr, off when a script sets its own (verl's fixed rate); true / false
     enable: bool | None = None
