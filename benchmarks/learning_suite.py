@@ -36,7 +36,8 @@ moves by several points); its gain is end - warm start.
   task's model, data and lengths set, driven step by step through the Python API (``build_trainer``,
   ``train_step``). ``--variant NAME:key=value,...`` adds configurations of ours.
 - TRL: ``GRPOTrainer`` with the same batch per generation (64 prompts x 8 samples, four optimizer steps of 16
-  prompts each, as ours), the same sampling (temperature 1, full vocabulary), TRL's loss defaults (``dapo``
+  prompts each, as ours), TRL's default sampling (temperature 1, full vocabulary; ours samples at 0.5, its
+  default; ``--trl-temperature`` changes TRL's, in a separate ``--work-dir``), TRL's loss defaults (``dapo``
   token-level loss, epsilon 0.2, beta 0, group-scaled rewards), fp32 and no gradient checkpointing (faster here), a
   constant learning rate: the best of ``--trl-lrs`` by the gain of seed 1 on that task (chosen once per task; that
   run is its seed 1).
@@ -550,7 +551,7 @@ def child_trl(spec: dict) -> dict:
         gradient_accumulation_steps=1,
         num_generations=n,
         max_completion_length=task.response_length,
-        temperature=1.0,
+        temperature=spec.get("temperature", 1.0),  # TRL's default; --trl-temperature
         top_p=1.0,
         top_k=0,
         learning_rate=spec["lr"],
@@ -635,6 +636,8 @@ def run_side(side: str, task: SuiteTask, seed: int, card: dict, args, lr: float 
     }
     if lr is not None:
         spec["lr"] = lr
+    if side == "trl":
+        spec["temperature"] = args.trl_temperature
     result = run_child(spec, path, args.threads)
     result.update(side=side, seed=seed, lr=lr, label=label)
     with open(path, "w") as f:
@@ -774,6 +777,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         "--budget-s", type=float, default=45.0, help="training seconds per run (times the task's budget_factor)"
     )
     p.add_argument("--trl-lrs", default=",".join(f"{lr:g}" for lr in TRL_LRS))
+    p.add_argument(
+        "--trl-temperature",
+        type=float,
+        default=1.0,
+        help="TRL's sampling temperature (its default 1; use its own --work-dir)",
+    )
     p.add_argument("--threads", type=int, default=2, help="OpenMP threads per run")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (2 with --threads 1 uses both cores)")
     p.add_argument("--work-dir", default="outputs/learning_suite")

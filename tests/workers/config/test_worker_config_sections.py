@@ -119,3 +119,12 @@ def test_the_loaded_sections_build_their_dataclasses_with_derived_keys():
         load_config("ppo_trainer", ["critic.ppo_micro_batch_size_per_gpu=16"]).critic, FSDPCriticConfig
     )
     assert critic.forward_micro_batch_size_per_gpu == 16  # the value pass follows the update's micro-batch
+
+
+def test_the_trainer_samples_at_half_temperature_and_generation_at_verls_one():
+    """The trainer's rollout samples at 0.5 (docs/results.md, "Rollout temperature"); main_generation keeps verl's
+    1.0, and a script's own temperature wins."""
+    assert load_config("ppo_trainer").actor_rollout_ref.rollout.temperature == 0.5
+    assert load_config("generation").rollout.temperature == 1.0
+    ported = load_config("ppo_trainer", ["actor_rollout_ref.rollout.temperature=1.0"])
+    assert ported.actor_rollout_ref.rollout.temperature == 1.0

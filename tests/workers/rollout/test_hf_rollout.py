@@ -257,7 +257,11 @@ def test_degenerate_filters_equal_greedy(shipped, filtering):
     model, tokenizer = shipped
     prompts = make_prompts(tokenizer, QUESTIONS * 2)
     greedy = make_rollout(model, tokenizer, do_sample=False).generate_sequences(prompts).batch
-    sampled = make_rollout(model, tokenizer, seed=7, do_sample=True, **filtering).generate_sequences(prompts).batch
+    sampled = (
+        make_rollout(model, tokenizer, seed=7, do_sample=True, temperature=1.0, **filtering)
+        .generate_sequences(prompts)
+        .batch
+    )
     assert torch.equal(sampled["responses"], greedy["responses"])
     assert torch.equal(sampled["response_mask"], greedy["response_mask"])
     # temperature 1: the (unfiltered) log-probs are the greedy ones

@@ -42,6 +42,7 @@ RAY2_VLLM = [
     "data.train_batch_size=4",
     "data.max_response_length=16",
     "actor_rollout_ref.rollout.n=2",
+    "actor_rollout_ref.rollout.temperature=1.0",  # the log-prob tolerances below are for unscaled logits
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",
     "actor_rollout_ref.actor.optim.lr=1e-3",
     "trainer.test_freq=-1",

@@ -70,6 +70,7 @@ class GenerationJobConfig(BaseConfig):
     rollout: RolloutConfig = field(
         default_factory=lambda: RolloutConfig(
             n=1,
+            temperature=1.0,  # verl's: the trainer's 0.5 is a training default, not a sampling one
             prompt_length=512,
             response_length=64,
             tensor_model_parallel_size=1,

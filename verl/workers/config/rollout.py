@@ -115,7 +115,9 @@ class RolloutConfig(BaseConfig):
 
     name: str = "hf"  # hf: the built-in KV-cache sampler | vllm: a vLLM engine in the actor's worker (pip install vllm)
     n: int = 8  # responses per prompt
-    temperature: float = 1.0  # sampling temperature; 0 = greedy (log-probs then scored at 1)
+    # sampling temperature; 0 = greedy (log-probs then scored at 1). The trainer's 0.5 (verl: 1.0) learns more on the
+    # learning suite (docs/ppo.md#sampling-and-ported-verl-keys); main_generation and the server sample at 1.0
+    temperature: float = 0.5
     top_k: int = -1  # -1: off
     top_p: float = 1.0  # nucleus sampling; 1.0: off
     do_sample: bool = True  # false: greedy
