@@ -9,6 +9,8 @@ accuracy climbs toward the sampled pass@k (Yue et al. 2025, "Does Reinforcement 
 Reasoning Capacity in LLMs Beyond the Base Model?"). So per task this prints, on the suite's held-out rows:
 
 - greedy: the held-out accuracy the suite reports (the runs' baseline);
+- train greedy: the same on the first 400 training prompts, which the warm start's SFT saw and RL samples from (a
+  larger model remembers more of them; its reward then scores memorized answers more than held-out skill);
 - sampled: the mean accuracy of single samples at temperature 1 (what the training reward measures);
 - pass@1, 4, 8, 16: the share of problems with at least one right answer among the first k samples;
 - mixed@8: the share of problems whose first 8 samples are neither all right nor all wrong: the groups that carry a
@@ -47,6 +49,7 @@ def task_headroom(task: suite.SuiteTask, model_dir: str, k: int, seed: int, batc
     model.eval()
     rows = suite.held_out_rows(task)
     greedy = suite.held_out_accuracy(model, tokenizer, rows, task)
+    train_greedy = suite.held_out_accuracy(model, tokenizer, suite.train_rows(task)[: len(rows)], task)
     prompts = [render_prompt(tokenizer, prompt_to_messages(get_nested(r, "prompt"), r), r.where) for r in rows]
     tokenizer.padding_side = "left"
     torch.manual_seed(seed)
@@ -75,6 +78,7 @@ def task_headroom(task: suite.SuiteTask, model_dir: str, k: int, seed: int, batc
     return {
         "task": task.name,
         "greedy": greedy,
+        "train_greedy": train_greedy,
         "sampled": sum(map(sum, right)) / (n * k),
         "pass": {j: sum(any(r[:j]) for r in right) / n for j in PASS_KS if j <= k},
         "mixed@8": sum(0 < sum(r[:8]) < len(r[:8]) for r in right) / n,
@@ -85,10 +89,15 @@ def task_headroom(task: suite.SuiteTask, model_dir: str, k: int, seed: int, batc
 
 def report(results: list[dict]) -> str:
     ks = [j for j in PASS_KS if j <= min(r["k"] for r in results)]
-    lines = ["| task | greedy | sampled | " + " | ".join(f"pass@{j}" for j in ks) + " | mixed@8 |"]
-    lines.append("|" + "---|" * (4 + len(ks)))
+    lines = ["| task | greedy | train greedy | sampled | " + " | ".join(f"pass@{j}" for j in ks) + " | mixed@8 |"]
+    lines.append("|" + "---|" * (5 + len(ks)))
     for r in results:
-        cells = [f"{100 * r['greedy']:.1f}", f"{100 * r['sampled']:.1f}", *(f"{100 * r['pass'][j]:.1f}" for j in ks)]
+        cells = [
+            f"{100 * r['greedy']:.1f}",
+            f"{100 * r['train_greedy']:.1f}",
+            f"{100 * r['sampled']:.1f}",
+            *(f"{100 * r['pass'][j]:.1f}" for j in ks),
+        ]
         lines.append(f"| {r['task']} | " + " | ".join(cells) + f" | {100 * r['mixed@8']:.0f} |")
     return "\n".join(lines)
 

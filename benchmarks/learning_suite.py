@@ -214,6 +214,14 @@ def _test_rows(task: SuiteTask) -> list:
     return read_parquet_rows([resolve_data_files(task.files()[1])])
 
 
+def train_rows(task: SuiteTask) -> list:
+    """The task's training prompts: RL samples from them, and the warm start's SFT was fitted on them."""
+    from verl.data.tasks import resolve_data_files
+    from verl.utils.dataset.parquet import read_parquet_rows
+
+    return read_parquet_rows([resolve_data_files(task.files()[0])])
+
+
 def selection_rows(task: SuiteTask) -> list:
     """The test split's first SELECTION_SIZE problems: the SFT checkpoint closest to the target is picked on these."""
     return _test_rows(task)[:SELECTION_SIZE]
@@ -517,14 +525,12 @@ def child_trl(spec: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from verl.data.tasks import resolve_data_files
-    from verl.utils.dataset.parquet import read_parquet_rows, render_prompt
+    from verl.utils.dataset.parquet import render_prompt
     from verl.utils.reward_score import default_compute_score
 
     task = SuiteTask(**spec["task"])
     torch.manual_seed(spec["seed"])
     tokenizer = AutoTokenizer.from_pretrained(spec["model"])
-    train_rows = read_parquet_rows([resolve_data_files(task.files()[0])])
     data = Dataset.from_list(
         [
             {
@@ -532,7 +538,7 @@ def child_trl(spec: dict) -> dict:
                 "ground_truth": json.dumps(r.data["reward_model"]["ground_truth"]),
                 "data_source": r.data["data_source"],
             }
-            for r in train_rows
+            for r in train_rows(task)
         ]
     )
     model = AutoModelForCausalLM.from_pretrained(spec["model"], dtype=torch.float32)
