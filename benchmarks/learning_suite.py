@@ -207,19 +207,20 @@ def get_tasks(names: str | None) -> list[SuiteTask]:
 
 
 # --------------------------------------------------------------------------------------------------- evaluation
-def _test_rows(task: SuiteTask) -> list:
+def _split_rows(task: SuiteTask, split: int) -> list:
     from verl.data.tasks import resolve_data_files
     from verl.utils.dataset.parquet import read_parquet_rows
 
-    return read_parquet_rows([resolve_data_files(task.files()[1])])
+    return read_parquet_rows([resolve_data_files(task.files()[split])])
+
+
+def _test_rows(task: SuiteTask) -> list:
+    return _split_rows(task, 1)
 
 
 def train_rows(task: SuiteTask) -> list:
     """The task's training prompts: RL samples from them, and the warm start's SFT was fitted on them."""
-    from verl.data.tasks import resolve_data_files
-    from verl.utils.dataset.parquet import read_parquet_rows
-
-    return read_parquet_rows([resolve_data_files(task.files()[0])])
+    return _split_rows(task, 0)
 
 
 def selection_rows(task: SuiteTask) -> list:
