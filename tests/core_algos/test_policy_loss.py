@@ -71,7 +71,8 @@ def test_rollout_is_weights_multiply_every_token_loss():
     w = torch.rand(BS, T, generator=torch.Generator().manual_seed(2), dtype=lp.dtype) + 0.5
     cfg = {"clip_ratio": 0.2, "policy_loss": {"dro_beta": 0.1, "kl_cov_ratio": 0.1}}
     for name in sorted(POLICY_LOSS_REGISTRY):
-        if name in ("geo_mean", "clip_cov"):  # geo_mean: per-sequence weight (its own test); clip_cov: random picks
+        # geo_mean: per-sequence weight (its own test); clip_cov: random picks; bypass_mode measures its own weights
+        if name in ("geo_mean", "clip_cov", "bypass_mode"):
             continue
         fn = get_policy_loss_fn(name)
         mode = effective_loss_agg_mode(name, "token-mean")

@@ -186,6 +186,27 @@ def test_lora_two_ray_workers_match_one_process_and_adapter_checkpoints_reshard(
     no_ray_left(tmp_path, before)
 
 
+def test_bypass_mode_on_two_ray_workers_matches_one_process(tmp_path):
+    """verl's bypass mode: the actor's bypass loss reaches the remote workers with its settings (REINFORCE with
+    token weights), no worker runs the old-log-prob pass, and the two-process run is the one-process run."""
+    before = before_run()
+    common = [
+        "trainer.total_training_steps=2",
+        "trainer.test_freq=-1",
+        "actor_rollout_ref.rollout.calculate_log_probs=true",
+    ]
+    common += ["algorithm.rollout_correction.bypass_mode=true", "algorithm.rollout_correction.loss_type=reinforce"]
+    common += ["algorithm.rollout_correction.rollout_is=token"]
+    run(tmp_path, "local", *common)
+    run(tmp_path, "ray", *common, *RAY2)
+    local, ray2 = metrics(tmp_path / "local"), metrics(tmp_path / "ray")
+    assert_same_run(local, ray2, steps=[1, 2])
+    for step in (1, 2):
+        assert ray2[step]["timing_s/old_log_prob"] < 0.01 and "rollout_corr/rollout_is_mean" in ray2[step]
+        assert ray2[step]["rollout_corr/rollout_is_mean"] == pytest.approx(local[step]["rollout_corr/rollout_is_mean"])
+    no_ray_left(tmp_path, before)
+
+
 def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
     before = before_run()
     # 12 steps: the kill lands right after the step-2 checkpoint, long before the end; the resume trains the rest

@@ -166,7 +166,6 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
         "actor_rollout_ref.actor.router_replay.mode=R2",
         "actor_rollout_ref.rollout.over_sample_rate=0.1",
         "actor_rollout_ref.actor.optim.optimizer=AdamW8bit",
-        "algorithm.rollout_correction.bypass_mode=true",
         "data.apply_chat_template_kwargs={enable_thinking: false}",
     ],
 )
@@ -188,10 +187,15 @@ def test_lora_keys_run_and_are_no_ported_key_error(override):
 
 
 @pytest.mark.parametrize(
-    "override", ["algorithm.rollout_correction.rollout_is=sequence", "algorithm.rollout_correction.rollout_rs=token_k1"]
+    "override",
+    [
+        "algorithm.rollout_correction.rollout_is=sequence",
+        "algorithm.rollout_correction.rollout_rs=token_k1",
+        "algorithm.rollout_correction.bypass_mode=true",
+    ],
 )
 def test_rollout_correction_runs_and_is_no_ported_key_error(override):
-    """rollout_is / rollout_rs run now (docs/rollout.md); only bypass_mode stays an error."""
+    """rollout_is / rollout_rs and bypass mode run (docs/rollout.md)."""
     assert override.split("=")[0] not in [k for k, _, _ in ERROR_UNLESS]
     config = load_config(
         "ppo_trainer",

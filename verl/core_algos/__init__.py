@@ -19,6 +19,7 @@ it), so the trainer, the workers and ``verl.utils`` may all import it. One modul
     policy_loss_sequence     GSPO, GMPO (geo_mean), SAPO: sequence-level losses
     policy_loss_cov          Clip-Cov, KL-Cov
     policy_loss_dppo         DPPO (binary TV / binary KL trust regions)
+    policy_loss_bypass       bypass mode: the sampler's log-probs as the old ones, corrected inside the loss
     kl                       KL estimates, KL controllers, the KL-shaped reward
     value_loss               value loss, entropy loss, DAPO's overlong penalty
     rollout_ratios           the sampler/trainer log ratio per token, its k1/k2/k3 divergences, per-row aggregates
@@ -81,6 +82,7 @@ from .policy_loss import (
     register_policy_loss,
     truncated_is_weights,
 )
+from .policy_loss_bypass import compute_policy_loss_bypass_mode
 from .policy_loss_cov import compute_policy_loss_clip_cov, compute_policy_loss_kl_cov
 from .policy_loss_dppo import compute_policy_loss_dppo_kl, compute_policy_loss_dppo_tv
 from .policy_loss_sequence import compute_policy_loss_geo_mean, compute_policy_loss_gspo, compute_policy_loss_sapo
@@ -112,6 +114,7 @@ __all__ = [
     "compute_optimal_token_baseline_advantage",
     "compute_overlong_penalty",
     "compute_policy_loss",
+    "compute_policy_loss_bypass_mode",
     "compute_policy_loss_cispo",
     "compute_policy_loss_clip_cov",
     "compute_policy_loss_dppo_kl",

@@ -25,6 +25,7 @@ from verl.trainer.ppo.choices import check_data_sources, check_registered_choice
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
+from verl.trainer.ppo.rollout_correction import configure_bypass_mode
 from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.disk import DiskFullError
@@ -101,6 +102,7 @@ def build_trainer(
             cb.configure(config)
     apply_ported_keys(config)
     check_config(config)
+    configure_bypass_mode(config)  # algorithm.rollout_correction.bypass_mode: the actor's loss, before the workers
     warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)
     if config.trainer.deterministic:

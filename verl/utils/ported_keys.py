@@ -72,10 +72,6 @@ _NO_SEQUENCE_PARALLEL = "sequence parallelism is not implemented: each worker ho
 _NO_PROFILING = "profiling is not wired into the trainer (benchmarks/ has profiling scripts)"
 _ADAMW_ONLY = "the optimizer is torch.optim.AdamW in this version (another optimizer would be another algorithm)"
 _NO_MOE_REPLAY = "MoE router replay is not implemented: the update's expert routing, so its gradient, would differ"
-_NO_BYPASS_MODE = (
-    "verl's bypass mode (the sampler's log-probs as the old ones) is not implemented; the decoupled correction runs: "
-    "algorithm.rollout_correction.rollout_is / rollout_rs with bypass_mode=false (docs/rollout.md)"
-)
 _NO_CUSTOM_DATASET = (
     "custom dataset classes are not supported; write the data as parquet/JSONL with verl's columns (docs/data.md)"
 )
@@ -204,7 +200,6 @@ ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
         )
     ),
     ("algorithm.use_pf_ppo", (False,), "preference-feedback PPO reweighting is not implemented in this version"),
-    ("algorithm.rollout_correction.bypass_mode", (False,), _NO_BYPASS_MODE),
     ("data.custom_cls.path", (None,), _NO_CUSTOM_DATASET),
     ("data.sampler.class_path", (None,), "custom prompt samplers are not supported: data.shuffle orders the prompts"),
     ("data.datagen.path", (None,), "generating training data during the run is not supported"),

@@ -22,7 +22,23 @@ LOG_PROBS = "actor_rollout_ref.rollout.calculate_log_probs=true"
             [f"{RC}.rollout_is=token", "actor_rollout_ref.actor.tis_imp_ratio_cap=2.0", LOG_PROBS],
             r"rollout_is=token and actor_rollout_ref\.actor\.tis_imp_ratio_cap=2\.0",
         ),
-        ([f"{RC}.bypass_mode=true"], f"{RC}.bypass_mode"),
+        (
+            [f"{RC}.bypass_mode=true"],
+            rf"{RC}\.bypass_mode=true takes the sampler's log-probs.*calculate_log_probs=true",
+        ),
+        (
+            [f"{RC}.bypass_mode=true", f"{RC}.loss_type=ppo", LOG_PROBS],
+            r"loss_type='ppo': use one of ppo_clip, reinforce",
+        ),
+        (
+            [f"{RC}.bypass_mode=true", "actor_rollout_ref.actor.policy_loss.loss_mode=gspo", LOG_PROBS],
+            r"runs its own loss.*loss_mode=gspo: keep one",
+        ),
+        (
+            [f"{RC}.bypass_mode=true", "actor_rollout_ref.actor.tis_imp_ratio_cap=2", LOG_PROBS],
+            r"bypass_mode=true and actor_rollout_ref\.actor\.tis_imp_ratio_cap=2",
+        ),
+        (["actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode"], rf"set {RC}\.bypass_mode=true instead"),
     ],
 )
 def test_unusable_rollout_correction_is_an_error_naming_the_key(overrides, match):
@@ -41,5 +57,7 @@ def test_usable_rollout_corrections_pass():
             "actor_rollout_ref.actor.tis_imp_ratio_cap=2",
             LOG_PROBS,
         ],
+        [f"{RC}.bypass_mode=true", LOG_PROBS],
+        [f"{RC}.bypass_mode=true", f"{RC}.loss_type=reinforce", f"{RC}.rollout_is=sequence", LOG_PROBS],
     ):
         check_ppo_config(load_config("ppo_trainer", overrides))

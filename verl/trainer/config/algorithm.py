@@ -34,8 +34,10 @@ class RolloutCorrectionConfig(BaseConfig):
     """verl's rollout correction of the train/inference mismatch (docs/rollout.md): importance weights that reweight,
     and rejection that masks, tokens or sequences whose sampler (``rollout_log_probs``) and trainer
     (``old_log_probs``) probabilities disagree. Off by default; the mismatch metrics are logged whenever the sampler
-    returns its log-probs. The classmethods are verl's presets (``RolloutCorrectionConfig.decoupled_seq_is()``, ...);
-    the ``bypass_*`` ones set ``bypass_mode``, which this version does not run."""
+    returns its log-probs. With ``bypass_mode`` the sampler's log-probs are the old ones (no old-log-prob pass) and
+    the weights and rejection are measured inside the loss against the policy being trained
+    (`verl.core_algos.policy_loss_bypass`). The classmethods are verl's presets
+    (``RolloutCorrectionConfig.decoupled_seq_is()``, ``bypass_ppo_clip()``, ...)."""
 
     # importance weights: null (none) | token | sequence | geometric (needs rollout.calculate_log_probs=true)
     rollout_is: str | None = None
@@ -46,7 +48,8 @@ class RolloutCorrectionConfig(BaseConfig):
     # rejection bounds, one for all options or one per option: lower_upper ratios for k1 (e.g. 0.5_2.0), an upper
     # bound for k2/k3 (e.g. 0.01)
     rollout_rs_threshold: Any = None
-    bypass_mode: bool = False  # the sampler's log-probs as the old ones: not implemented (true is an error)
+    # the sampler's log-probs as the old ones: no old-log-prob pass; rollout_is / rollout_rs act inside the loss
+    bypass_mode: bool = False
     loss_type: str = "ppo_clip"  # bypass mode's loss: ppo_clip | reinforce (only with bypass_mode)
 
     @classmethod
@@ -132,34 +135,34 @@ class RolloutCorrectionConfig(BaseConfig):
 
     @classmethod
     def bypass_ppo_clip(cls) -> RolloutCorrectionConfig:
-        """verl's bypass mode with the PPO loss (not run by this version: bypass_mode is an error)."""
+        """verl's bypass mode with the PPO loss."""
         return cls(bypass_mode=True, loss_type="ppo_clip")
 
     @classmethod
     def bypass_ppo_clip_geo_rs(cls, rs_threshold: Any = "0.999_1.001") -> RolloutCorrectionConfig:
-        """Bypass mode, PPO loss, Geo-RS (bypass_mode is an error here)."""
+        """Bypass mode, PPO loss, Geo-RS."""
         return cls(rollout_rs="seq_mean_k1", rollout_rs_threshold=rs_threshold, bypass_mode=True, loss_type="ppo_clip")
 
     @classmethod
     def bypass_ppo_clip_k3_rs(cls, rs_threshold: float = 0.01) -> RolloutCorrectionConfig:
-        """Bypass mode, PPO loss, K3-RS (bypass_mode is an error here)."""
+        """Bypass mode, PPO loss, K3-RS."""
         return cls(rollout_rs="seq_mean_k3", rollout_rs_threshold=rs_threshold, bypass_mode=True, loss_type="ppo_clip")
 
     @classmethod
     def bypass_pg_is(cls, threshold: float = 2.0) -> RolloutCorrectionConfig:
-        """Bypass mode, REINFORCE loss, Seq-TIS (bypass_mode is an error here)."""
+        """Bypass mode, REINFORCE loss, Seq-TIS."""
         return cls(rollout_is="sequence", rollout_is_threshold=threshold, bypass_mode=True, loss_type="reinforce")
 
     @classmethod
     def bypass_pg_geo_rs(cls, rs_threshold: Any = "0.999_1.001") -> RolloutCorrectionConfig:
-        """Bypass mode, REINFORCE loss, Geo-RS (bypass_mode is an error here)."""
+        """Bypass mode, REINFORCE loss, Geo-RS."""
         return cls(rollout_rs="seq_mean_k1", rollout_rs_threshold=rs_threshold, bypass_mode=True, loss_type="reinforce")
 
     @classmethod
     def bypass_pg_geo_rs_seq_tis(
         cls, is_threshold: float = 2.0, rs_threshold: Any = "0.999_1.001"
     ) -> RolloutCorrectionConfig:
-        """Bypass mode, REINFORCE loss, Geo-RS plus Seq-TIS (bypass_mode is an error here)."""
+        """Bypass mode, REINFORCE loss, Geo-RS plus Seq-TIS."""
         return cls(
             rollout_is="sequence",
             rollout_is_threshold=is_threshold,
@@ -173,7 +176,7 @@ class RolloutCorrectionConfig(BaseConfig):
     def bypass_pg_geo_rs_token_tis(
         cls, is_threshold: float = 2.0, rs_threshold: Any = "0.999_1.001"
     ) -> RolloutCorrectionConfig:
-        """Bypass mode, REINFORCE loss, Geo-RS plus Token-TIS (bypass_mode is an error here)."""
+        """Bypass mode, REINFORCE loss, Geo-RS plus Token-TIS."""
         return cls(
             rollout_is="token",
             rollout_is_threshold=is_threshold,

@@ -136,12 +136,45 @@ def _check_agent_loop(config: DictConfig) -> None:
             raise ConfigError(f"{key}.{name}={value}: a number of turns (null: no limit)")
 
 
+def check_bypass_mode(config: DictConfig) -> None:
+    """``algorithm.rollout_correction.bypass_mode`` (the sampler's log-probs as the old ones): a known ``loss_type``,
+    and the bypass loss in place of a policy loss (``actor.policy_loss.loss_mode`` vanilla, or bypass_mode set by
+    the trainer); ``loss_mode=bypass_mode`` on its own is an error, since that loss reads the settings bypass mode
+    copies into it."""
+    rc, key = config.algorithm.rollout_correction, "algorithm.rollout_correction"
+    loss_mode = config.actor_rollout_ref.actor.policy_loss.loss_mode
+    if not rc.bypass_mode:
+        if loss_mode == "bypass_mode":
+            raise ConfigError(
+                "actor_rollout_ref.actor.policy_loss.loss_mode=bypass_mode is the loss of verl's bypass mode: set "
+                f"{key}.bypass_mode=true instead (with loss_type ppo_clip or reinforce)"
+            )
+        return
+    from verl.core_algos.policy_loss_bypass import BYPASS_LOSS_TYPES
+
+    if rc.loss_type not in BYPASS_LOSS_TYPES:
+        raise ConfigError(f"{key}.loss_type={rc.loss_type!r}: use one of {', '.join(BYPASS_LOSS_TYPES)}")
+    if loss_mode not in ("vanilla", "bypass_mode"):
+        raise ConfigError(
+            f"{key}.bypass_mode=true runs its own loss ({key}.loss_type=ppo_clip or reinforce), not "
+            f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode}: keep one of the two"
+        )
+    cap = config.actor_rollout_ref.actor.tis_imp_ratio_cap
+    if cap > 0:
+        raise ConfigError(
+            f"{key}.bypass_mode=true and actor_rollout_ref.actor.tis_imp_ratio_cap={cap}: in bypass mode the old "
+            f"log-probs are the sampler's, so that weight is always 1; weigh with {key}.rollout_is instead "
+            "(tis_imp_ratio_cap=-1 turns the actor's off)"
+        )
+
+
 def check_rollout_correction(config: DictConfig) -> None:
     """``algorithm.rollout_correction``: a known importance-weight level and a positive cap, known rejection options
     with usable bounds, the sampler's log-probs, and one correction of the mismatch at a time (not also the actor's
     ``tis_imp_ratio_cap``). The option parser is the one the trainer runs (``verl.core_algos.rollout_correction``)."""
     rc, key = config.algorithm.rollout_correction, "algorithm.rollout_correction"
-    if rc.rollout_is is None and rc.rollout_rs is None:
+    check_bypass_mode(config)
+    if rc.rollout_is is None and rc.rollout_rs is None and not rc.bypass_mode:
         return
     from verl.core_algos.rollout_correction import ROLLOUT_IS_LEVELS, parse_rollout_rs, parse_rollout_rs_thresholds
 
@@ -164,7 +197,9 @@ def check_rollout_correction(config: DictConfig) -> None:
             raise ConfigError(str(error)) from None
     if not config.actor_rollout_ref.rollout.calculate_log_probs:
         which = f"rollout_is={rc.rollout_is}" if rc.rollout_is is not None else f"rollout_rs={rc.rollout_rs}"
+        what = "compares the trainer's log-probs with the sampler's"
+        if rc.bypass_mode:
+            which, what = "bypass_mode=true", "takes the sampler's log-probs as the old ones"
         raise ConfigError(
-            f"{key}.{which} compares the trainer's log-probs with the sampler's: set "
-            "actor_rollout_ref.rollout.calculate_log_probs=true so the rollout returns them"
+            f"{key}.{which} {what}: set actor_rollout_ref.rollout.calculate_log_probs=true so the rollout returns them"
         )

@@ -1,4 +1,5 @@
-"""When the trainer may skip the old-log-prob pass: the rule, in one place (``actor.skip_old_log_prob_on_policy``)."""
+"""Where a step's old log-probs come from, and when the trainer may skip the old-log-prob pass: the rule, in one
+place (``algorithm.rollout_correction.bypass_mode``, ``actor.skip_old_log_prob_on_policy``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from typing import Any
 
 from verl.trainer.ppo.rollout_correction import corrects
 
-__all__ = ["old_log_prob_is_current"]
+__all__ = ["old_log_prob_is_current", "old_log_prob_source"]
+
+
+def old_log_prob_source(config: Any, rows: int, has_callbacks: bool) -> str:
+    """``"rollout"``: the sampler's log-probs (verl's bypass mode); ``"update"``: the actor's update computes them
+    in its own pass (``old_log_prob_is_current``); ``"pass"``: the old-log-prob pass computes them."""
+    if config.algorithm.rollout_correction.bypass_mode:
+        return "rollout"
+    return "update" if old_log_prob_is_current(config, rows, has_callbacks) else "pass"
 
 
 def old_log_prob_is_current(config: Any, rows: int, has_callbacks: bool) -> bool:

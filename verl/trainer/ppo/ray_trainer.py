@@ -33,7 +33,7 @@ from verl.trainer.ppo.checkpointing import RunCheckpoints, controller_state, res
 from verl.trainer.ppo.collapse_guard import CollapseWatch
 from verl.trainer.ppo.dynamic_sampling import sample_varied_groups
 from verl.trainer.ppo.metric_utils import StepTimer, reduce_metrics, step_summary
-from verl.trainer.ppo.old_log_prob import old_log_prob_is_current
+from verl.trainer.ppo.old_log_prob import old_log_prob_source
 from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward  # noqa: F401
 from verl.trainer.ppo.roles import ResourcePoolManager, Role, init_workers, uses_critic, uses_reference_policy  # noqa: F401
 from verl.trainer.ppo.run_log import RunLog
@@ -240,10 +240,10 @@ class RayPPOTrainer:
         return self._add_scores(batch, *scores)
 
     def compute_old_log_prob(self, batch: DataProto) -> DataProto:
-        """``old_log_probs`` of the responses under the policy that sampled them (and the entropy metric)."""
+        """``old_log_probs`` (and entropy): the sampler's (bypass mode), the on-policy update's, or this pass's."""
         with self.timer("old_log_prob"):
-            if old_log_prob_is_current(self.config, len(batch), bool(self.callbacks)):
-                return batch  # the actor's update computes them (and the entropy metric) in its own pass
+            if (source := old_log_prob_source(self.config, len(batch), bool(self.callbacks))) != "pass":
+                return rollout_correction.bypass_old_log_probs(batch) if source == "rollout" else batch
             old = self.actor_rollout_wg.compute_log_prob(batch)
             entropy = old.batch.pop("entropys")
             mask, mode = batch.batch["response_mask"].float(), self.config.actor_rollout_ref.actor.loss_agg_mode

@@ -9,6 +9,11 @@ The mismatch metrics (``training/rollout_probs_diff_*``, ``training/rollout_acto
 trainer skipped the old-log-prob pass (one epoch over one mini-batch: the update's own pre-step log-probs are the
 old ones), the actor returns those log-probs with its update and the same metrics come from them
 (``mismatch_metrics_after_update``); a correction turns the skip off, since its weights are needed before the update.
+
+Bypass mode (``bypass_mode=true``, verl's) skips the pass instead: the sampler's log-probs become ``old_log_probs``
+(``bypass_old_log_probs``), this stage has nothing to compare, and the actor's loss (``loss_mode=bypass_mode``,
+`verl.core_algos.policy_loss_bypass`) measures the weights and rejection against the policy being trained;
+``configure_bypass_mode`` sets that loss up before the workers are built.
 """
 
 from __future__ import annotations
@@ -24,12 +29,44 @@ from verl.trainer.ppo.rollout_corr_helper import (
     compute_rollout_correction_and_add_to_batch,
 )
 
-__all__ = ["apply_rollout_correction", "corrects", "mismatch_metrics", "mismatch_metrics_after_update"]
+__all__ = [
+    "apply_rollout_correction",
+    "bypass_old_log_probs",
+    "configure_bypass_mode",
+    "corrects",
+    "mismatch_metrics",
+    "mismatch_metrics_after_update",
+]
 
 _NO_ROLLOUT_LOG_PROBS = (
     "algorithm.rollout_correction.{key}={value!r} needs the sampler's log-probs of its tokens, but the batch has no "
     "'rollout_log_probs': set actor_rollout_ref.rollout.calculate_log_probs=true (and use a rollout that returns them)"
 )
+
+
+def configure_bypass_mode(config: Any) -> bool:
+    """With ``algorithm.rollout_correction.bypass_mode``, point the actor at the bypass loss: its
+    ``policy_loss.loss_mode`` becomes ``bypass_mode`` and ``policy_loss.rollout_correction`` a copy of the section
+    (what verl's trainer does at each step, here once, before the workers read the config). Returns whether it did.
+    ``config``: the job's (checked first: ``check_bypass_mode``)."""
+    from omegaconf import OmegaConf
+
+    rc = config.algorithm.rollout_correction
+    if not rc.bypass_mode:
+        return False
+    policy_loss = config.actor_rollout_ref.actor.policy_loss
+    policy_loss.loss_mode = "bypass_mode"
+    policy_loss.rollout_correction = OmegaConf.to_container(rc, resolve=True)
+    return True
+
+
+def bypass_old_log_probs(batch: DataProto) -> DataProto:
+    """Bypass mode's old log-probs: the sampler's (``rollout_log_probs``), copied into ``old_log_probs``. A batch
+    without them is a ValueError naming the key to set."""
+    if "rollout_log_probs" not in batch.batch:
+        raise ValueError(_NO_ROLLOUT_LOG_PROBS.format(key="bypass_mode", value=True))
+    batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"].clone()
+    return batch
 
 
 def corrects(rollout_correction: Any) -> bool:
@@ -53,6 +90,8 @@ def apply_rollout_correction(batch: DataProto, rollout_correction: Any) -> tuple
     ``algorithm.rollout_correction``. A correction without the sampler's log-probs is a ValueError naming the key to
     set."""
     b = batch.batch
+    if rollout_correction.bypass_mode:  # old_log_probs are the sampler's: the loss measures the mismatch itself
+        return batch, {}
     if not corrects(rollout_correction):
         if "old_log_probs" not in b or "rollout_log_probs" not in b:
             return batch, {}

@@ -283,6 +283,9 @@ class DataParallelPPOActor:
         self.on_policy_log_probs = None
         generator = torch.Generator().manual_seed(int(data.meta_info.get("global_steps", 0)))
         region = cfg.trust_region if self.trust_region_on and not on_policy else None  # None: measure only
+        # bypass mode skipped the old-log-prob pass that measures the entropy: the first mini-batch's pass measures
+        # it, before any optimizer step (the sampling policy's entropy, on that share of the batch)
+        entropy_metric, moved = loss_mode == "bypass_mode", 0
         stopped = False
         for epoch in range(cfg.ppo_epochs):
             order = torch.randperm(len(data), generator=generator) if cfg.shuffle else torch.arange(len(data))
@@ -302,7 +305,9 @@ class DataParallelPPOActor:
                     weight = core_algos.micro_batch_loss_weight(
                         micro.batch["response_mask"], counts, agg_mode, dp_size()
                     )
-                    stats, log_prob = self._micro_step(micro, policy_loss_fn, temperature, weight, on_policy, agg_mode)
+                    stats, log_prob = self._micro_step(
+                        micro, policy_loss_fn, temperature, weight, on_policy, agg_mode, entropy_metric and moved == 0
+                    )
                     if on_policy:
                         pre_update.append(log_prob)
                     else:
@@ -332,6 +337,7 @@ class DataParallelPPOActor:
                 else:  # skip the step rather than poison the weights; the metric shows it
                     self.actor_optimizer.zero_grad(set_to_none=True)
                 metrics["actor/grad_norm"].append(float(grad_norm))
+                moved += 1
         if region is not None:
             metrics["actor/lr_scale"].append(self.lr_scale)
             metrics["actor/trust_region_stop"].append(float(stopped))
@@ -385,13 +391,15 @@ class DataParallelPPOActor:
         scale: float,
         on_policy: bool = False,
         agg_mode: str | None = None,
+        entropy_metric: bool = False,
     ) -> tuple[dict[str, Any], torch.Tensor]:
-        """Forward, loss and backward of one micro-batch: (its metrics, its log-probs (bs, R) detached)."""
+        """Forward, loss and backward of one micro-batch: (its metrics, its log-probs (bs, R) detached). The entropy
+        is measured with ``entropy_metric``, on-policy, or when its coefficient is not 0."""
         cfg = self.config
         agg_mode = agg_mode or cfg.loss_agg_mode
         b = micro.batch
         response_mask = b["response_mask"].to(torch.float32)
-        need_entropy = cfg.entropy_coeff != 0 or on_policy
+        need_entropy = cfg.entropy_coeff != 0 or on_policy or entropy_metric
         log_prob, entropy_tokens = self._forward_micro(
             b, temperature, calculate_entropy=need_entropy, entropy_grad=cfg.entropy_coeff != 0
         )

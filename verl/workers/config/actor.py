@@ -63,7 +63,8 @@ class RouterReplayConfig(BaseConfig):
 class PolicyLossConfig(BaseConfig):
     """Which policy loss the actor minimises (``core_algos`` registry) and its own knobs."""
 
-    # vanilla | gspo | gpg | clip_cov | kl_cov | cispo | geo_mean | sapo | dro | dppo_tv | dppo_kl (docs/ppo.md)
+    # vanilla | gspo | gpg | clip_cov | kl_cov | cispo | geo_mean | sapo | dro | dppo_tv | dppo_kl (docs/ppo.md);
+    # bypass_mode is set by algorithm.rollout_correction.bypass_mode (docs/rollout.md)
     loss_mode: str = "vanilla"
     clip_cov_ratio: float = 0.0002  # clip_cov: share of tokens whose gradient is cut (highest covariance)
     clip_cov_lb: float = 1.0  # clip_cov: covariance lower bound of the cut tokens
@@ -71,6 +72,8 @@ class PolicyLossConfig(BaseConfig):
     kl_cov_ratio: float = 0.0002  # kl_cov: share of tokens given the KL penalty (highest covariance)
     ppo_kl_coef: float = 0.1  # kl_cov: weight of that penalty
     dro_beta: float | None = None  # dro: weight of the quadratic log-ratio penalty (required with loss_mode=dro)
+    # bypass_mode: algorithm.rollout_correction, copied here by the trainer when its bypass_mode is on (leave null)
+    rollout_correction: Any = None
 
 
 DEFAULT_ACTOR_LR = 2.0e-4  # actor.optim.lr's default: the ceiling of actor.trust_region's learning rate
