@@ -68,11 +68,14 @@ def metrics(run_dir) -> dict[int, dict]:
 
 
 def assert_same_run(a: dict, b: dict, steps) -> None:
-    """Same samples and scores exactly; losses and gradient norms within float tolerance (summation order)."""
+    """Same samples exactly; scores, losses and gradient norms within float tolerance (summation order). A reward
+    model's score is a float whose rounding depends on its batch's shape on some CPUs (an AVX2-only EPYC gave
+    -0.0025560767 against -0.0025560779 at step 2, where AVX-512 machines agreed exactly)."""
     for step in steps:
-        for key in ("critic/score/mean", "response_length/mean", "val-core/acc"):
+        for key in ("response_length/mean", "val-core/acc"):
             if key in a[step]:
                 assert a[step][key] == b[step][key], (step, key)
+        assert b[step]["critic/score/mean"] == pytest.approx(a[step]["critic/score/mean"], rel=1e-6, abs=1e-8)
         for key, value in a[step].items():
             if key.startswith(("actor/", "critic/")) and isinstance(value, float):
                 assert b[step][key] == pytest.approx(value, rel=1e-3, abs=1e-5), (step, key)
