@@ -47,3 +47,30 @@ def ppo_actor_config():
         return OmegaConf.merge(cfg, {"grad_clip": 1.0e9, "use_kl_loss": True, "kl_loss_coef": 0.1, **overrides})
 
     return make
+
+
+@pytest.fixture(scope="session")
+def path_without_bwrap(tmp_path_factory) -> str:
+    """A PATH with every program of this one but bubblewrap: a machine without ``apt-get install bubblewrap``, as a
+    new user's is (links to the real programs, so everything else runs as it does here)."""
+    bin_dir = tmp_path_factory.mktemp("path-without-bwrap")
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            source, link = os.path.join(folder, name), bin_dir / name
+            if name != "bwrap" and not link.exists() and os.access(source, os.X_OK) and os.path.isfile(source):
+                link.symlink_to(source)
+    return str(bin_dir)
+
+
+@pytest.fixture
+def without_bwrap(path_without_bwrap, monkeypatch) -> str:
+    """This process without bubblewrap on its PATH (and the sandbox's cached probe and warning forgotten)."""
+    import verl.sandbox.local as local
+
+    monkeypatch.setenv("PATH", path_without_bwrap)
+    monkeypatch.delenv(local.ISOLATION_ENV, raising=False)
+    monkeypatch.setattr(local, "_bwrap_ok", {})
+    monkeypatch.setattr(local, "_warned", False)
+    return path_without_bwrap

@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 
+from verl.sandbox.local import ISOLATIONS, resolve_isolation, set_default_isolation
 from verl.trainer.main_generation import generate_responses
 from verl.utils.config import load_config
 from verl.utils.reward_score.code_eval import evaluate_code_responses
@@ -52,7 +53,17 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max_prompt_length", type=int, default=2048)
     p.add_argument("--case_timeout", type=float, default=5.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--isolation",
+        default=None,
+        choices=ISOLATIONS,
+        help="bwrap (default): the programs run in bubblewrap, or the script stops at start where it cannot; "
+        "rlimit: resource limits only (the programs can read this machine's files and reach its network)",
+    )
     args = p.parse_args(argv)
+    # resolved before any model loads: no bubblewrap and no --isolation rlimit stops here, with the fixes
+    set_default_isolation(args.isolation, "--isolation")
+    resolve_isolation(opt_in="--isolation rlimit")
     ks = sorted({int(k) for k in args.k.split(",")})
     with tempfile.TemporaryDirectory() as work:
         data = as_parquet(args.test_set, os.path.join(work, "data"))
@@ -81,4 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from verl.sandbox import SandboxUnavailable
+    from verl.utils.cli import run_cli
+
+    run_cli(main, extra_errors=(SandboxUnavailable,))

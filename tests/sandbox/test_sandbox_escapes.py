@@ -162,21 +162,29 @@ def test_ordinary_programs_run_with_stdin_and_say_what_happened():
     assert scratch.status == "ok" and "out.txt" in scratch.stdout
 
 
-def test_without_bwrap_auto_falls_back_loudly_and_bwrap_refuses(monkeypatch):
+def test_without_bwrap_the_sandbox_fails_closed_and_rlimit_is_an_explicit_choice(without_bwrap, monkeypatch):
+    """No bubblewrap on the PATH (a fresh machine): the default refuses with the cause and both fixes; only
+    isolation=rlimit (a config, or VERL_SANDBOX_ISOLATION for the process) runs, warns once, and says so."""
     import verl.sandbox.local as local
 
-    real_which = local.shutil.which
-    monkeypatch.setattr(local.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
-    monkeypatch.setattr(local, "_bwrap_ok", {})
-    monkeypatch.setattr(local, "_warned", False)
-    with pytest.warns(RuntimeWarning, match="SANDBOX WITHOUT ISOLATION: bwrap is not installed"):
-        result = run_code("print('hi')")
+    with pytest.raises(local.SandboxUnavailable) as refused:
+        run_code("print('hi')")
+    message = str(refused.value)
+    assert "bubblewrap (bwrap) is not installed" in message and "apt-get install bubblewrap" in message
+    assert "sandbox.isolation=rlimit" in message and "VERL_SANDBOX_ISOLATION=rlimit" in message
+    with pytest.raises(local.SandboxUnavailable):
+        run_code("print('hi')", config=SandboxConfig(isolation="bwrap"))
+    with pytest.warns(RuntimeWarning, match="SANDBOX WITHOUT ISOLATION"):
+        result = run_code("print('hi')", config=SandboxConfig(isolation="rlimit"))
     assert (result.status, result.stdout, result.isolation) == ("ok", "hi\n", "rlimit")
     # the resource limits still hold without namespaces
-    loop = run_code("while True:\n    pass", config=SandboxConfig(cpu_time_s=1, wall_timeout_s=5))
+    loop = run_code("while True:\n    pass", config=SandboxConfig(isolation="rlimit", cpu_time_s=1, wall_timeout_s=5))
     assert loop.status == "timeout" and loop.isolation == "rlimit"
-    with pytest.raises(local.SandboxUnavailable, match="isolation=bwrap cannot start: bwrap is not installed"):
-        run_code("print('hi')", config=SandboxConfig(isolation="bwrap"))
+    monkeypatch.setenv(local.ISOLATION_ENV, "rlimit")  # the process-wide choice (what sandbox.isolation sets)
+    assert run_code("print(2)").isolation == "rlimit"
+    monkeypatch.setenv(local.ISOLATION_ENV, "auto")
+    with pytest.raises(ValueError, match="VERL_SANDBOX_ISOLATION must be one of.*'auto' was removed"):
+        run_code("print(3)")
 
 
 def test_bad_limits_are_named():

@@ -236,16 +236,23 @@ def check_cpu(flags: set[str] | None = None) -> Check:
 
 
 def check_bwrap() -> Check:
-    """bubblewrap, the code sandbox's isolation (code tasks); without it the sandbox falls back to rlimits only."""
-    from verl.sandbox import bwrap_status
+    """bubblewrap, the code sandbox's isolation. The sandbox fails closed: without bubblewrap every job or service that
+    runs model-written code (code rewards, ``code_interpreter``, the sandbox server) refuses to start unless
+    resource limits alone are chosen (``sandbox.isolation=rlimit``, ``VERL_SANDBOX_ISOLATION=rlimit``)."""
+    from verl.sandbox import ISOLATION_ENV, bwrap_status
 
+    chosen = os.environ.get(ISOLATION_ENV)
+    rlimit = f"; {ISOLATION_ENV}={chosen} is set: code runs with resource limits only" if chosen == "rlimit" else ""
     exe = shutil.which("bwrap")
     if exe is None:
+        state = "runs with resource limits only (not isolated)" if rlimit else "refuse to start"
         return Check(
             "bwrap",
             WARN,
-            "bubblewrap not installed: code tasks' sandbox falls back to resource limits only (no namespaces)",
-            "apt-get install bubblewrap   (Fedora/RHEL: dnf install bubblewrap)",
+            f"bubblewrap not installed: jobs that run model-written code (code rewards, code_interpreter, the sandbox "
+            f"server) {state}{rlimit}",
+            "apt-get install bubblewrap   (Fedora/RHEL: dnf install bubblewrap); or accept resource limits only "
+            "with sandbox.isolation=rlimit (docs/security.md)",
         )
     try:
         version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
@@ -256,9 +263,12 @@ def check_bwrap() -> Check:
         return Check(
             "bwrap",
             WARN,
-            f"{version or exe} cannot isolate a run here: {reason}",
+            f"{version or exe} cannot isolate a run here: {reason}; jobs that run model-written code refuse to "
+            f"start{rlimit}",
             "allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1 (Debian) or "
             "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu 24.04); in Docker run with "
             "--security-opt seccomp=unconfined",
         )
+    if rlimit:
+        return Check("bwrap", WARN, f"{version} ({exe}) could isolate sandbox runs{rlimit}", f"unset {ISOLATION_ENV}")
     return Check("bwrap", PASS, f"{version} ({exe}) isolates sandbox runs")

@@ -12,7 +12,9 @@ and the response::
      "compile_result": null,
      "run_result": {"status": "Finished" | "TimeLimitExceeded" | "Error", "execution_time": 0.02,
                     "return_code": 0, "stdout": "...", "stderr": "..."},
-     "executor_pod_name": null, "files": {}}
+     "executor_pod_name": null, "files": {}, "isolation": "bwrap"}
+
+(``isolation`` is this server's addition: "bwrap", or "rlimit" when it runs with resource limits only.)
 
 ``Success`` means the program finished with exit code 0; ``Failed`` anything else the program did (an error, a
 time-out, a syntax error: Python has no compile step, so it is a failed run with the traceback in stderr, as
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl.sandbox.local import SandboxConfig, SandboxUnavailable, run_code
+from verl.sandbox.local import SandboxConfig, run_code
 
 LANGUAGES = ("python", "python3")
 DEFAULT_TIMEOUT_S = 10.0
@@ -68,17 +70,15 @@ def parse_request(payload: Any) -> tuple[str, str | None, SandboxConfig]:
     return code, stdin, config
 
 
-def run_request(payload: Any) -> dict[str, Any]:
-    """Run one ``/run_code`` request in the local sandbox and answer in SandboxFusion's shape."""
+def run_request(payload: Any, isolation: str | None = None) -> dict[str, Any]:
+    """Run one ``/run_code`` request in the local sandbox and answer in SandboxFusion's shape, plus the field
+    ``isolation`` ("bwrap" or "rlimit": what isolated the program). ``isolation``: what the server resolved at start
+    (None: resolve it for this run, which raises ``SandboxUnavailable`` where bubblewrap cannot start)."""
     code, stdin, config = parse_request(payload)
-    try:
-        result = run_code(code, stdin, config)
-    except SandboxUnavailable as e:
-        return {"status": "SandboxError", "message": str(e), "compile_result": None, "run_result": None,
-                "executor_pod_name": None, "files": {}}  # fmt: skip
+    result = run_code(code, stdin, config, isolation=isolation)
     if result.status == "sandbox_error":
         return {"status": "SandboxError", "message": result.stderr, "compile_result": None, "run_result": None,
-                "executor_pod_name": None, "files": {}}  # fmt: skip
+                "executor_pod_name": None, "files": {}, "isolation": result.isolation}  # fmt: skip
     run_status = {"ok": "Finished", "runtime_error": "Finished", "syntax_error": "Finished", "timeout":
                   "TimeLimitExceeded"}.get(result.status, "Error")  # fmt: skip
     return_code = result.returncode if result.returncode is not None else -9
@@ -95,4 +95,5 @@ def run_request(payload: Any) -> dict[str, Any]:
         },
         "executor_pod_name": None,
         "files": {},
+        "isolation": result.isolation,
     }

@@ -19,9 +19,10 @@ Layers, each of which holds on its own:
 4. **Wall clock and output.** The host kills the whole process group at ``wall_timeout_s`` and when stdout + stderr
    pass ``max_output_bytes``; it keeps only the first ``max_output_bytes`` and returns the tails.
 
-Where bubblewrap cannot start (not installed, no user namespaces), ``isolation="auto"`` falls back to layers 2-4 with
-a loud warning; ``isolation="bwrap"`` refuses instead (``SandboxUnavailable``). The threat model and what each layer
-stops: docs/code_rl.md.
+The sandbox fails closed: where bubblewrap cannot start (not installed, no user namespaces) a run raises
+``SandboxUnavailable`` naming the cause and the fixes. Only an explicit ``isolation="rlimit"`` (the config's
+``sandbox.isolation``, the server's ``--isolation``, or ``VERL_SANDBOX_ISOLATION=rlimit`` for the whole process) runs
+with layers 2-4 alone, and says so with a warning. The threat model and what each layer stops: docs/security.md.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ import time
 import uuid
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 STATUSES = ("ok", "runtime_error", "syntax_error", "timeout", "memory", "output_limit", "killed", "sandbox_error")
-ISOLATIONS = ("auto", "bwrap", "rlimit")
+ISOLATIONS = ("bwrap", "rlimit")
+ISOLATION_ENV = "VERL_SANDBOX_ISOLATION"  # the process's default isolation (inherited by its children and workers)
 SANDBOX_DIR = "/sandbox"  # the working directory as the code sees it under bubblewrap
 # the runner compiles the code first, so a syntax error is told apart from a crash; its marker carries a per-run
 # nonce in argv, and the code never runs when it is printed
@@ -62,7 +65,8 @@ exec(code, {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": __b
 
 
 class SandboxUnavailable(RuntimeError):
-    """The requested isolation cannot start on this machine."""
+    """Bubblewrap cannot isolate a run on this machine and resource limits alone were not chosen (the message names
+    the cause and the fixes). Fatal for a job: reward managers let it through instead of scoring a failed sample."""
 
 
 @dataclass
@@ -70,7 +74,9 @@ class SandboxConfig:
     """Limits and isolation of one run. Memory and time limits are per run; ``max_processes`` counts the run's
     processes and threads together."""
 
-    isolation: str = "auto"  # auto: bubblewrap when it works, else rlimits only (with a warning); bwrap: or refuse
+    # bwrap: namespaces + limits, or refuse to run; rlimit: resource limits only (no file or network isolation);
+    # None: the process default (VERL_SANDBOX_ISOLATION, else bwrap)
+    isolation: str | None = None
     wall_timeout_s: float = 10.0  # the whole run, start-up included; then every process of the run is killed
     cpu_time_s: int = 10  # CPU seconds (RLIMIT_CPU); all threads together
     memory_limit_mb: int = 1024  # address space (RLIMIT_AS) of each process
@@ -83,8 +89,8 @@ class SandboxConfig:
     extra_ro_binds: list[str] = field(default_factory=list)  # more host paths the code may read (bubblewrap)
 
     def __post_init__(self) -> None:
-        if self.isolation not in ISOLATIONS:
-            raise ValueError(f"sandbox isolation must be one of {ISOLATIONS}, got {self.isolation!r}")
+        if self.isolation is not None:
+            check_isolation(self.isolation, "sandbox isolation")
         for key in ("wall_timeout_s", "cpu_time_s", "memory_limit_mb", "max_processes", "max_output_bytes"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"sandbox {key} must be > 0, got {getattr(self, key)!r}")
@@ -235,7 +241,7 @@ def bwrap_status(python: str | None = None) -> str | None:
     with _probe_lock:
         if (python, as_root) not in _bwrap_ok:
             if shutil.which("bwrap") is None:
-                reason = "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+                reason = "bubblewrap (bwrap) is not installed"
             else:
                 config = SandboxConfig(wall_timeout_s=30, python=python)
                 probe = run_code("print('ok')", None, config, isolation="bwrap")
@@ -384,7 +390,7 @@ def run_files(
     runner; never raises for anything the code does."""
     config = config or SandboxConfig()
     python = config.python or default_python()
-    isolation = isolation or _choose_isolation(config, python)
+    isolation = isolation or resolve_isolation(config)
     start = time.monotonic()
     uid = _acquire_uid(config.sandbox_uid_base) if os.geteuid() == 0 else None
     workdir = tempfile.mkdtemp(prefix="verl-sandbox-")
@@ -443,41 +449,81 @@ def _feed(proc: subprocess.Popen, stdin: str | None) -> None:
 _warned = False
 
 
-def resolve_isolation(config: SandboxConfig) -> str:
-    """What will isolate a run under ``config``: "bwrap" or "rlimit" (warns once, or raises
-    ``SandboxUnavailable`` for ``isolation="bwrap"``, when bubblewrap cannot start)."""
-    return _choose_isolation(config, config.python or default_python())
-
-
-def _choose_isolation(config: SandboxConfig, python: str) -> str:
-    global _warned
-    if config.isolation == "rlimit":
-        return "rlimit"
-    reason = bwrap_status(python)
-    if reason is None:
-        return "bwrap"
-    if config.isolation == "bwrap":
-        raise SandboxUnavailable(
-            f"sandbox isolation=bwrap cannot start: {reason}. Install bubblewrap and allow user namespaces, "
-            "or set isolation=auto to run with resource limits only (weaker: no network or file isolation)"
+def check_isolation(value: Any, where: str) -> str:
+    """``value`` if it names an isolation, else a ValueError naming ``where`` and the choices."""
+    if value not in ISOLATIONS:
+        removed = " ('auto' was removed: the sandbox no longer falls back silently; choose rlimit explicitly)"
+        raise ValueError(
+            f"{where} must be one of {list(ISOLATIONS)}, got {value!r}{removed if value == 'auto' else ''}"
         )
+    return value
+
+
+def default_isolation() -> str:
+    """The isolation of a run whose config names none: ``VERL_SANDBOX_ISOLATION``, else "bwrap"."""
+    return check_isolation(os.environ.get(ISOLATION_ENV) or "bwrap", ISOLATION_ENV)
+
+
+def set_default_isolation(isolation: str | None, where: str = "sandbox.isolation") -> None:
+    """Make ``isolation`` this process's default (``VERL_SANDBOX_ISOLATION``, which threads and child processes
+    read too); None leaves the environment's. ``where`` names the setting in the error for a bad value."""
+    if isolation is not None:
+        os.environ[ISOLATION_ENV] = check_isolation(isolation, where)
+
+
+RUNTIME_OPT_IN = f"sandbox.isolation=rlimit in the job's config, or {ISOLATION_ENV}=rlimit in its environment"
+
+
+def unavailable_message(reason: str, opt_in: str = RUNTIME_OPT_IN) -> str:
+    """The one error of a job or service that would run model-written code where bubblewrap cannot start."""
+    return (
+        f"model-written code cannot run isolated on this machine: {reason}. Fix: install bubblewrap "
+        "(apt-get install bubblewrap; Fedora/RHEL: dnf install bubblewrap) with unprivileged user namespaces allowed; "
+        f"or accept resource limits only, which leave this machine's files and network open to the code, with {opt_in} "
+        "(docs/security.md)"
+    )
+
+
+RLIMIT_WARNING = (
+    "SANDBOX WITHOUT ISOLATION (isolation=rlimit): model-written code runs with resource limits only; it can read "
+    "this machine's files and reach its network. Install bubblewrap and drop the rlimit setting to contain it "
+    "(docs/security.md)."
+)
+
+
+def warn_rlimit() -> None:
+    """Once per process: runs are isolated by resource limits only, by the user's choice."""
+    global _warned
     if not _warned:
         warnings.warn(
-            f"SANDBOX WITHOUT ISOLATION: {reason}. Model-written code runs with resource limits only: it can read "
-            "the host's files and reach the network. Install bubblewrap, or set isolation=bwrap to refuse to run "
-            "without it.",
+            RLIMIT_WARNING,
             RuntimeWarning,
             stacklevel=3,
         )
         _warned = True
-    return "rlimit"
+
+
+def resolve_isolation(config: SandboxConfig | None = None, *, opt_in: str = RUNTIME_OPT_IN) -> str:
+    """What isolates runs under ``config``: "bwrap" (the default) when bubblewrap starts here, "rlimit" when chosen
+    explicitly (warned once per process). Raises ``SandboxUnavailable`` (naming the cause, the install and
+    ``opt_in``, the way to accept rlimit on this surface) when bwrap is wanted and cannot start: the sandbox fails
+    closed. Jobs and services that run model-written code call it once at start; each run calls it again (cached)."""
+    config = config or SandboxConfig()
+    wanted = config.isolation or default_isolation()
+    if wanted == "rlimit":
+        warn_rlimit()
+        return "rlimit"
+    reason = bwrap_status(config.python or default_python())
+    if reason is not None:
+        raise SandboxUnavailable(unavailable_message(reason, opt_in))
+    return "bwrap"
 
 
 def run_code(
     code: str, stdin: str | None = None, config: SandboxConfig | None = None, *, isolation: str | None = None
 ) -> SandboxResult:
     """Run Python ``code`` (fed ``stdin``) in the sandbox; never raises for anything the code does (only
-    ``SandboxUnavailable`` when ``isolation="bwrap"`` is required and cannot start)."""
+    ``SandboxUnavailable`` when bubblewrap is wanted, the default, and cannot start here)."""
     nonce = uuid.uuid4().hex
     files = {"main.py": code, "_runner.py": _RUNNER}
     returncode, out, err, reason, wall, used = run_files(

@@ -11,7 +11,10 @@ The model reads the program's stdout (and stderr after it, when there is any). A
 the model, never a failed run. At most ``num_workers`` programs run at once per tool (verl's ``rate_limit`` and
 ``enable_global_rate_limit`` are accepted; the bound here is per tool object). Tool YAML:
 ``examples/agent_loop/tool_configs/python_interpreter.yaml``; config keys: ``sandbox_fusion_url`` (""),
-``num_workers`` (10), ``default_timeout`` (30 s), ``default_language`` (python), ``memory_limit_mb`` (1024).
+``num_workers`` (10), ``default_timeout`` (30 s), ``default_language`` (python), ``memory_limit_mb`` (1024), and
+ours, ``isolation`` (null: the job's ``sandbox.isolation``). A local tool resolves its isolation when it is built (at
+the trainer's start): where bubblewrap cannot run it stops the job with one error, unless ``isolation: rlimit``
+accepts resource limits only (docs/security.md).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from verl.tools.base_tool import BaseTool, ToolError
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 __all__ = ["CODE_INTERPRETER_SCHEMA", "SandboxFusionTool"]
+
+LOCAL_OPT_IN = "isolation: rlimit in the tool's config, or sandbox.isolation=rlimit in the job's"
 
 CODE_INTERPRETER_SCHEMA = {
     "type": "function",
@@ -50,6 +55,12 @@ class SandboxFusionTool(BaseTool):
         self.memory_limit_mb = int(self.config.get("memory_limit_mb", 1024))
         if self.num_workers < 1:
             raise ValueError(f"code_interpreter: num_workers must be >= 1, got {self.num_workers}")
+        self.isolation: str | None = None  # what isolates the local runs (None: they run on the service)
+        if not self.sandbox_fusion_url:
+            from verl.sandbox import SandboxConfig, resolve_isolation
+
+            wanted = SandboxConfig(isolation=self.config.get("isolation"))
+            self.isolation = resolve_isolation(wanted, opt_in=LOCAL_OPT_IN)
         self._slots: asyncio.Semaphore | None = None
 
     def get_openai_tool_schema(self) -> OpenAIFunctionToolSchema:
@@ -92,7 +103,7 @@ class SandboxFusionTool(BaseTool):
         config = SandboxConfig(
             wall_timeout_s=timeout, cpu_time_s=max(1, int(timeout + 0.999)), memory_limit_mb=self.memory_limit_mb
         )
-        result = run_code(code, None, config)
+        result = run_code(code, None, config, isolation=self.isolation)
         return _observation(result.status, result.stdout, result.stderr, timeout), result.status
 
 

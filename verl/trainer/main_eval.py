@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from verl.sandbox.local import SandboxUnavailable, set_default_isolation
 from verl.utils.cli import job_config, run_cli
 from verl.utils.dataset.parquet import get_nested, read_parquet_rows
 from verl.utils.evaluation import evaluate_greedy_accuracy, score_to_float
@@ -81,6 +82,8 @@ def score_generations(
         for response in responses:
             try:
                 scores.append(score_to_float(compute_score(source, response, truth, row.data.get("extra_info"))))
+            except SandboxUnavailable:
+                raise  # the machine cannot run code answers safely: no score means anything
             except Exception as e:  # a user's scorer may raise anything: count it, score 0, go on
                 errors += 1
                 first_error = first_error or f"{row.where}: {type(e).__name__}: {e}"
@@ -98,6 +101,7 @@ def score_generations(
 
 
 def run_eval(config: DictConfig) -> dict[str, Any]:
+    set_default_isolation(config.sandbox.isolation)  # code-task answers are run in the sandbox to be scored
     if config.data.path:
         d = config.data
         compute_score = load_custom_reward_function(
@@ -143,4 +147,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, extra_errors=(SandboxUnavailable,))

@@ -3,6 +3,11 @@
     python -m verl.trainer.main_generation_server --model_path DIR --engine hf|vllm --port 8000 \\
         [--tensor_parallel_size N] [--served_model_name NAME] [--max_model_len N] [--api_key KEY]
 
+It listens on 127.0.0.1; on any other address (``--host 0.0.0.0``) it needs ``--api_key`` (or ``VERL_API_KEY``) or
+an explicit ``--insecure_no_auth``. One caller's request is bounded (``--max_n``, ``--max_tokens_limit``,
+``--max_request_bytes``) and so are the requests in flight (``--max_concurrent_requests``: 429 beyond);
+docs/security.md.
+
 Endpoints: ``/v1/models``, ``/v1/completions``, ``/v1/chat/completions`` (the model's chat template; tools and
 function calling in the hermes format; streaming); concurrent requests are decoded together. Any OpenAI client
 works: ``OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="none")``. docs/serving.md lists what is supported.
@@ -23,7 +28,10 @@ import signal
 import socket
 import sys
 
+from verl.experimental.openai_server.sampling import MAX_N
+
 logger = logging.getLogger(__name__)
+API_KEY_ENV = "VERL_API_KEY"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     arg("dtype", default="fp32", choices=["fp32", "bf16", "fp16"], help="sampling precision")
     arg("device", default=None, choices=["cpu", "cuda"], help="default: cuda when available")
     arg("seed", type=int, default=0, help="the seed of requests that give none")
-    arg("api_key", default=None, help="require Authorization: Bearer <key> on /v1 routes")
+    arg("api_key", default=None, help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV})")
+    arg("insecure_no_auth", action="store_true", help="listen beyond loopback without an API key")
+    arg("max_n", type=int, default=MAX_N, help="choices per request at most (n x prompts)")
+    arg("max_tokens_limit", type=int, default=None, help="tokens generated per choice at most (default: the context)")
+    arg("max_request_bytes", type=int, default=4 << 20, help="largest request body (else 413)")
+    arg("max_concurrent_requests", type=int, default=256, help="requests in flight at most (else 429)")
     arg("trust_remote_code", action="store_true", help="allow the model directory's own code")
     arg("shutdown_timeout", type=float, default=10.0, help="seconds requests in flight get to finish on SIGINT/TERM")
     arg("log_level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -88,8 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     require_serve_dependencies()
     import uvicorn
 
+    from verl.experimental.openai_server.limits import ServerLimits
     from verl.experimental.openai_server.served_model import check_engine, load_served_model
+    from verl.utils.http_guard import check_bind, resolve_api_key
 
+    api_key = resolve_api_key(args.api_key, API_KEY_ENV)
+    check_bind(
+        args.host,
+        api_key,
+        args.insecure_no_auth,
+        service="the OpenAI-compatible server",
+        key_flag="--api_key",
+        key_env=API_KEY_ENV,
+        exposes="generate with this model and use its hardware",
+    )
+    limits = ServerLimits(args.max_n, args.max_tokens_limit, args.max_request_bytes, args.max_concurrent_requests)
     check_port_free(args.host, args.port)
     served = load_served_model(
         args.model_path,
@@ -108,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError:
         close_engine(served)
         raise
-    app = build_app(served, api_key=args.api_key)
+    app = build_app(served, api_key=api_key, limits=limits)
     config = uvicorn.Config(
         app,
         host=args.host,

@@ -19,14 +19,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from verl.planner.check import check_memory, validation_rows
+from verl.sandbox.local import SandboxUnavailable
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.choices import check_data_sources, check_registered_choices
+from verl.trainer.ppo.code_isolation import resolve_code_isolation
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.trainer.ppo.rollout_correction import configure_bypass_mode
 from verl.utils.cli import job_config, run_cli
+from verl.utils.cpu_threads import apply_job_threads
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.disk import DiskFullError
 from verl.utils.model import import_external_lib, load_tokenizer
@@ -102,6 +105,7 @@ def build_trainer(
             cb.configure(config)
     apply_ported_keys(config)
     check_config(config)
+    apply_job_threads(config.trainer.num_threads)  # trainer.num_threads; warns when other processes hold the cores
     configure_bypass_mode(config)  # algorithm.rollout_correction.bypass_mode: the actor's loss, before the workers
     warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)
@@ -121,6 +125,7 @@ def build_trainer(
     val_ds = build_dataset(config, config.data.val_files, tokenizer, key="data.val_files")
     datasets = {"data.train_files": train_ds, "data.val_files": val_ds}
     check_data_sources(config, datasets, compute_score, manager=reward_fn)
+    resolve_code_isolation(config, datasets, compute_score)  # code answers or tools run here: isolated, or stop now
     if config.trainer.check_memory:  # before any model is read
         check_memory(config, validation_rows=validation_rows(config, val_ds))
     roles = build_role_worker_mapping(config)
@@ -186,4 +191,6 @@ def held_out_summary(history: list[tuple[int, float]], last: int = FINAL_EVALS) 
 
 
 if __name__ == "__main__":
-    run_cli(main, extra_errors=(WorkerGroupError, ImportError, DiskFullError))  # a full disk: one line, the fix
+    run_cli(
+        main, extra_errors=(WorkerGroupError, ImportError, DiskFullError, SandboxUnavailable)
+    )  # a full disk: one line, the fix

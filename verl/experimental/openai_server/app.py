@@ -1,7 +1,8 @@
 """The FastAPI application of the OpenAI-compatible server: routes, error answers, the optional API key.
 
 Routes: ``GET /health``, ``GET /stats`` (how the engine batched requests), ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``,
-``POST /v1/completions``. Every request is checked before it reaches the engine; a bad one is answered with a 4xx and
+``POST /v1/completions``. With an API key every route but ``/health`` needs it; request bodies, choices per request,
+tokens per choice and requests in flight are bounded (`ServerLimits`, `verl.utils.http_guard`). Every request is checked before it reaches the engine; a bad one is answered with a 4xx and
 OpenAI's error object (`errors`) naming the field, and an engine failure with a 500 -- the server keeps serving.
 
 Requests run concurrently on uvicorn's event loop; each choice is one call of the rollout's ``async generate``, which
@@ -23,7 +24,9 @@ from verl.experimental.openai_server.chat import chat_chunks, chat_response, rea
 from verl.experimental.openai_server.completions import completion_chunks, completion_response, read_completion_request
 from verl.experimental.openai_server.errors import RequestError, error_body
 from verl.experimental.openai_server.generation import generate_choices
+from verl.experimental.openai_server.limits import ServerLimits
 from verl.experimental.openai_server.served_model import ServedModel
+from verl.utils.http_guard import ServiceGuard
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +64,15 @@ async def _read_body(request: Any) -> dict[str, Any]:
     return body
 
 
-def build_app(served: ServedModel, api_key: str | None = None) -> Any:
-    """The FastAPI app serving ``served``; with ``api_key``, ``/v1`` routes need ``Authorization: Bearer <key>``."""
+def build_app(served: ServedModel, api_key: str | None = None, limits: ServerLimits | None = None) -> Any:
+    """The ASGI app serving ``served``. With ``api_key`` every route but ``/health`` needs ``Authorization: Bearer
+    <key>`` (compared in constant time); ``limits`` bound what one caller may ask (`ServerLimits`)."""
     require_serve_dependencies()
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, StreamingResponse
     from starlette.exceptions import HTTPException
 
+    limits = limits or ServerLimits()
     app = FastAPI(title="verl OpenAI-compatible server", docs_url=None, redoc_url=None, openapi_url=None)
     tokenizer, rollout = served.tokenizer, served.rollout
 
@@ -105,14 +110,6 @@ def build_app(served: ServedModel, api_key: str | None = None) -> Any:
     async def server_error(_: Request, e: Exception) -> JSONResponse:
         logger.exception("request failed")
         return JSONResponse(error_body(f"internal server error: {type(e).__name__}: {e}", 500), status_code=500)
-
-    if api_key:
-
-        @app.middleware("http")
-        async def check_key(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-            if request.url.path.startswith("/v1") and request.headers.get("authorization") != f"Bearer {api_key}":
-                return JSONResponse(error_body("invalid or missing API key (Authorization: Bearer ...)", 401), 401)
-            return await call_next(request)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -166,6 +163,8 @@ def build_app(served: ServedModel, api_key: str | None = None) -> Any:
         body = await _read_body(request)
         check_model(body)
         chat = read_chat_request(body, tokenizer, served.max_model_len, served.vocab_size)
+        limits.check_choices(chat.sampling.n)
+        chat.max_tokens = limits.cap_tokens(chat.sampling.max_tokens, chat.max_tokens)
         ids = {"request_id": f"chatcmpl-{uuid.uuid4().hex}", "model": served.name, "created": int(time.time())}
         work = generate_choices(rollout, tokenizer, chat.prompt_ids, chat.sampling, chat.max_tokens, ids["request_id"])
         if not chat.stream:
@@ -180,6 +179,8 @@ def build_app(served: ServedModel, api_key: str | None = None) -> Any:
         body = await _read_body(request)
         check_model(body)
         req = read_completion_request(body, tokenizer, served.max_model_len, served.vocab_size)
+        limits.check_choices(req.sampling.n, len(req.prompts))
+        req.max_tokens = [limits.cap_tokens(req.sampling.max_tokens, m) for m in req.max_tokens]
         ids = {"request_id": f"cmpl-{uuid.uuid4().hex}", "model": served.name, "created": int(time.time())}
         work = asyncio.gather(
             *[
@@ -191,4 +192,12 @@ def build_app(served: ServedModel, api_key: str | None = None) -> Any:
             return JSONResponse(completion_response(req, await work, tokenizer, **ids))
         return stream([], work, lambda per_prompt: completion_chunks(req, per_prompt, tokenizer, **ids))
 
-    return app
+    return ServiceGuard(
+        app,
+        error_body=error_body,
+        api_key=api_key,
+        max_body_bytes=limits.max_request_bytes,
+        max_in_flight=limits.max_concurrent_requests,
+        protected=lambda path: path != "/health",
+        limited=lambda path: path.startswith("/v1/") and path.endswith("completions"),
+    )

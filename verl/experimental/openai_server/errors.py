@@ -15,6 +15,8 @@ _TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
 }
 
 

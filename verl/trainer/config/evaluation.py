@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl.base_config import BaseConfig
+from verl.trainer.config.sandbox import CodeSandboxConfig
 
 __all__ = ["EvaluationConfig"]
 
@@ -64,6 +65,7 @@ class EvaluationConfig(BaseConfig):
     custom_reward_function: EvalRewardFunctionConfig = field(default_factory=EvalRewardFunctionConfig)  # your scorer
     generation: EvalGenerationConfig = field(default_factory=EvalGenerationConfig)  # model mode: decoding
     output: EvalOutputConfig = field(default_factory=EvalOutputConfig)  # the JSON result
+    sandbox: CodeSandboxConfig = field(default_factory=CodeSandboxConfig)  # isolation of code-task answers scored here
 
 
 DERIVED_DEFAULTS: dict[str, str] = {}

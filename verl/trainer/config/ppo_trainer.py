@@ -10,6 +10,7 @@ from verl.base_config import BaseConfig
 from verl.trainer.config.algorithm import AlgoConfig
 from verl.trainer.config.config import RewardManagerConfig
 from verl.trainer.config.data import RLDataConfig
+from verl.trainer.config.sandbox import CodeSandboxConfig
 from verl.utils.profiler.config import GlobalProfilerConfig
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RewardModelConfig
 from verl.workers.config.reward_model import SandboxFusionConfig
@@ -196,6 +197,7 @@ class PPOTrainerConfig(BaseConfig):
     global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)  # profiling: not wired
     transfer_queue: TransferQueueConfig = field(default_factory=TransferQueueConfig)  # streamed batches
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)  # verl's newer Ray settings (-> ray_init)
+    sandbox: CodeSandboxConfig = field(default_factory=CodeSandboxConfig)  # isolation of model-written code run here
 
 
 # Keys whose default is another key's value (a ${...} interpolation, resolved when the config loads): set either.

@@ -16,6 +16,7 @@ error in its metadata: a sandbox outage lowers scores, it does not stop training
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from verl.sandbox.testcases import parse_test_cases, return_matches, stdout_matc
 from verl.utils.reward_score.prime_code import extract_code, first_cases
 
 RETRIES = 3
+API_KEY_ENV = "VERL_SANDBOX_API_KEY"  # the key of a sandbox server started with --api-key
 # appended to a function-call program: arguments as one JSON list on stdin, the value printed as JSON
 _CALL_WRAPPER = """
 
@@ -50,24 +52,27 @@ def call_sandbox_api(
     memory_limit_mb: int,
     language: str = "python",
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """POST one program to ``/run_code``: ``(response JSON, None)`` or ``(None, error message)`` after retries."""
+    """POST one program to ``/run_code``: ``(response JSON, None)`` or ``(None, error message)`` after retries (of a
+    busy server's 429 and of 5xx). With ``VERL_SANDBOX_API_KEY`` set, it is sent as ``Authorization: Bearer <key>``
+    (``python -m verl.sandbox.server --api-key``)."""
     body = json.dumps(
         {"compile_timeout": compile_timeout, "run_timeout": run_timeout, "code": code, "stdin": stdin,
          "memory_limit_MB": memory_limit_mb, "language": language, "files": {}, "fetch_files": []}
     ).encode()  # fmt: skip
     error = None
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if os.environ.get(API_KEY_ENV):
+        headers["Authorization"] = f"Bearer {os.environ[API_KEY_ENV]}"
     for attempt in range(RETRIES):
-        request = urllib.request.Request(
-            sandbox_fusion_url, body, {"Content-Type": "application/json", "Accept": "application/json"}
-        )
+        request = urllib.request.Request(sandbox_fusion_url, body, headers)
         try:
             with urllib.request.urlopen(request, timeout=compile_timeout + run_timeout + 30) as response:
                 return json.loads(response.read()), None
         except urllib.error.HTTPError as e:
             detail = e.read().decode("utf-8", "replace")[:300]
             error = f"HTTP {e.code} from {sandbox_fusion_url}: {detail}"
-            if e.code < 500:
-                return None, error  # the request itself is wrong: retrying cannot help
+            if e.code < 500 and e.code != 429:
+                return None, error  # the request itself is wrong: retrying cannot help (429: busy, retried)
         except (urllib.error.URLError, OSError, json.JSONDecodeError) as e:
             error = f"{type(e).__name__} calling {sandbox_fusion_url}: {e}"
         time.sleep(0.5 * (attempt + 1))

@@ -16,6 +16,7 @@ from verl.workers.reward_manager.scoring import (
     decode_responses,
     extra_info_columns,
     outcome_reward_tensor,
+    raise_if_fatal,
     response_lengths,
     sample_answer,
     score_positions,
@@ -73,6 +74,7 @@ class BatchRewardManager(AbstractRewardManager):
             )
             results = list(results)
         except Exception as e:  # a user's function may raise anything; the run must go on
+            raise_if_fatal(e)
             self._call_error = f"{type(e).__name__}: {e}"
             return [None] * len(data)
         if len(results) != len(data):

@@ -22,6 +22,7 @@ from verl.workers.reward_manager.scoring import (
     decode_responses,
     extra_info_columns,
     outcome_reward_tensor,
+    raise_if_fatal,
     response_lengths,
     sample_answer,
     score_positions,
@@ -104,6 +105,7 @@ class DAPORewardManager(AbstractRewardManager):
                 result_is_number = not isinstance(result, dict)
                 score, fields, failed = self.guard.convert(result)
             except Exception as e:  # a user's function may raise anything; the run must go on
+                raise_if_fatal(e)
                 score, fields, failed = self.guard.fail(f"{type(e).__name__}: {e}")
             if result_is_number and not failed:
                 fields = {**fields, "acc": score}

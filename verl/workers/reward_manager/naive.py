@@ -17,6 +17,7 @@ from verl.workers.reward_manager.scoring import (
     decode_responses,
     extra_info_columns,
     outcome_reward_tensor,
+    raise_if_fatal,
     response_lengths,
     sample_answer,
     score_positions,
@@ -122,6 +123,7 @@ class NaiveRewardManager(AbstractRewardManager):
                     source, [texts[i] for i in members], truth, extras, **self.reward_kwargs
                 )
             except Exception as e:  # as for one sample: the group's samples fail, the run goes on
+                raise_if_fatal(e)
                 failed = self.guard.fail(f"{type(e).__name__}: {e}")
                 for i in members:
                     results[i] = failed

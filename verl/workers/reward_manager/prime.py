@@ -24,6 +24,7 @@ from verl.workers.reward_manager.scoring import (
     decode_responses,
     extra_info_columns,
     outcome_reward_tensor,
+    raise_if_fatal,
     response_lengths,
     sample_answer,
     score_positions,
@@ -130,6 +131,7 @@ class PrimeRewardManager(AbstractRewardManager):
         scores, per_sample, errors = [], [], 0
         for result in results:
             if isinstance(result, BaseException):
+                raise_if_fatal(result)
                 score, fields, failed = self.guard.fail(f"{type(result).__name__}: {result}")
             else:
                 score, fields, failed = self.guard.convert(_first_number(result))

@@ -4,7 +4,8 @@ into a number without ever stopping the run, and placing outcome scores on the l
 The rule for failures (`ScoreGuard`), the same for every manager: a scoring call that raises, times out, or returns
 None / NaN / inf / a non-number gives that sample ``error_score`` and is counted in ``reward_errors``, so one bad
 sample never stops a long run. Only a function that fails on every sample of the first batch it scores stops it,
-with one error naming the last failure: that is a wrong signature or wrong data, not a bad sample.
+with one error naming the last failure: that is a wrong signature or wrong data, not a bad sample. So does a machine
+that cannot run the scorer safely at all (`FATAL_ERRORS`: the code sandbox without its isolation), at once.
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ from typing import Any
 import torch
 
 from verl.protocol import DataProto
+from verl.sandbox.local import SandboxUnavailable
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["ScoreGuard", "decode_responses", "extra_info_columns", "outcome_reward_tensor", "response_lengths"]
-__all__ += ["sample_answer", "score_positions"]
+__all__ += ["FATAL_ERRORS", "raise_if_fatal", "sample_answer", "score_positions"]
+
+# errors of the machine, not of a sample: scoring every sample as a failure would train on nothing, silently
+FATAL_ERRORS: tuple[type[BaseException], ...] = (SandboxUnavailable,)
+
+
+def raise_if_fatal(error: BaseException) -> None:
+    """Re-raise ``error`` when it is one of `FATAL_ERRORS` (called first in every scorer's ``except``)."""
+    if isinstance(error, FATAL_ERRORS):
+        raise error
 
 
 def response_lengths(data: DataProto) -> torch.Tensor:
@@ -115,6 +126,7 @@ class ScoreGuard:
         try:
             result = fn(*args, **kwargs)
         except Exception as e:  # a user's function may raise anything; the run must go on
+            raise_if_fatal(e)
             return self.fail(f"{type(e).__name__}: {e}")
         return self.convert(result)
 
