@@ -1,10 +1,14 @@
 import os
 
-# Tiny models are overhead-bound: one OpenMP thread per process is faster, and it keeps test processes and their
-# subprocesses from fighting over the 2 cores. Set before torch is imported by any test module.
+# Tiny models are overhead-bound: one OpenMP thread per process is faster, and it keeps test processes (pytest-xdist
+# workers too) and their subprocesses from fighting over the 2 cores. Then verl's thread policy
+# (verl.utils.cpu_threads, applied by importing verl): the user's count above stays, the OpenMP wait policy (a short
+# spin, then sleep) is added for this process and every subprocess. Both before any test module imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
+
+import verl  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,9 @@
 """verl: reinforcement-learning post-training for LLMs.
 
 Submodules are imported lazily so that `import verl` stays fast and works without
-the optional heavy parts (Ray, Optuna, vLLM, ...).
+the optional heavy parts (Ray, Optuna, vLLM, ...). Importing the package applies the
+CPU thread policy (verl.utils.cpu_threads): before torch loads its OpenMP runtime,
+which reads its wait settings only then.
 """
 
 import importlib
@@ -30,3 +32,12 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+def _apply_thread_policy() -> None:
+    from verl.utils.cpu_threads import apply_thread_policy
+
+    apply_thread_policy()
+
+
+_apply_thread_policy()

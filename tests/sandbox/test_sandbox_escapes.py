@@ -192,3 +192,14 @@ def test_bad_limits_are_named():
         SandboxConfig(isolation="docker")
     with pytest.raises(ValueError, match="sandbox wall_timeout_s must be > 0"):
         SandboxConfig(wall_timeout_s=0)
+
+
+@needs_bwrap
+def test_programs_run_one_thread_under_the_wait_policy(monkeypatch):
+    """A program's numpy / torch runs one OpenMP thread with the trainer's short spin-wait (verl.utils.cpu_threads):
+    it must not fight the trainer for the cores."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    code = "import os\nprint([os.environ.get(k) for k in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'GOMP_SPINCOUNT')])"
+    for isolation in ("bwrap", "rlimit"):
+        result = run_code(code, config=SandboxConfig(isolation=isolation))
+        assert result.stdout.strip() == "['1', '1', '1000']", (isolation, result)

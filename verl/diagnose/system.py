@@ -197,12 +197,13 @@ def check_cpu(flags: set[str] | None = None) -> Check:
     ``rollout.dtype=bf16`` fast; without it bf16 runs on a slow fallback, so keep fp32."""
     import torch
 
+    from verl.utils.cpu_threads import describe_wait, usable_cores
     from verl.utils.torch_dtypes import cpu_has_native
 
     flags = cpu_flags() if flags is None else flags
     machine = platform.machine()
     x86 = machine in ("x86_64", "AMD64", "i686")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = usable_cores()
     have = [f for f in CPU_FLAGS if f in flags] if x86 else sorted(flags & {"bf16", "sve", "sve2", "asimd"})
     if x86 and flags:
         bf16 = "avx512_bf16" in flags or "amx_bf16" in flags
@@ -213,7 +214,7 @@ def check_cpu(flags: set[str] | None = None) -> Check:
     omp = os.environ.get("OMP_NUM_THREADS")
     detail = (
         f"{machine}, {usable} usable cores of {os.cpu_count()}, torch threads {torch.get_num_threads()}"
-        f"{f' (OMP_NUM_THREADS={omp})' if omp else ''}, flags: {' '.join(have) or 'none of ' + '/'.join(CPU_FLAGS)}; "
+        f"{f' (OMP_NUM_THREADS={omp})' if omp else ''}, {describe_wait()}, flags: {' '.join(have) or 'none of ' + '/'.join(CPU_FLAGS)}; "
     )
     if bf16:
         detail += (

@@ -43,6 +43,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl.utils.cpu_threads import thread_env
+
 STATUSES = ("ok", "runtime_error", "syntax_error", "timeout", "memory", "output_limit", "killed", "sandbox_error")
 ISOLATIONS = ("bwrap", "rlimit")
 ISOLATION_ENV = "VERL_SANDBOX_ISOLATION"  # the process's default isolation (inherited by its children and workers)
@@ -202,7 +204,8 @@ def _ro_binds(python: str, extra: list[str]) -> list[str]:
     return args
 
 
-def _bwrap_command(python: str, workdir: str, extra: list[str]) -> list[str]:
+def _bwrap_command(python: str, workdir: str, extra: list[str], env: dict[str, str] | None = None) -> list[str]:
+    settings = [arg for key, value in (env or {}).items() for arg in ("--setenv", key, value)]
     return [
         shutil.which("bwrap") or "bwrap",
         "--unshare-all",
@@ -230,6 +233,7 @@ def _bwrap_command(python: str, workdir: str, extra: list[str]) -> list[str]:
         "--setenv",
         "LANG",
         "C.UTF-8",
+        *settings,
         "--",
     ]
 
@@ -403,10 +407,12 @@ def run_files(
             for name in ["", *files]:
                 os.chown(os.path.join(workdir, name), uid, uid)
         limit_command = _limit_command(config, uid)
+        # one OpenMP thread, no long spin-wait: a program's numpy must not fight the trainer for the cores
+        threads = thread_env(1)
         argv = list(limit_command or [])
-        argv += _bwrap_command(python, workdir, config.extra_ro_binds) if isolation == "bwrap" else []
+        argv += _bwrap_command(python, workdir, config.extra_ro_binds, threads) if isolation == "bwrap" else []
         argv += [python, "-I", "-B", entry, *args]
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8"}
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", **threads}
         try:
             proc = subprocess.Popen(
                 argv,

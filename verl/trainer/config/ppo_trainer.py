@@ -111,6 +111,9 @@ class TrainerConfig(BaseConfig):
     device: str = "cpu"  # cpu (gloo) | cuda (NCCL)
     # cpu: glibc keeps freed buffers for the next pass instead of page-faulting them back in
     cpu_retain_freed_memory: bool = True
+    # torch threads of this process (the whole job on backend=local, the controller on ray): null keeps
+    # OMP_NUM_THREADS when set, else the cores this process may use (affinity mask, cgroup quota; docs/cpu_threads.md)
+    num_threads: int | None = None
     nnodes: int = 1  # nodes (trainer.backend=ray)
     n_gpus_per_node: int = 1  # worker processes per node (on cpu: processes sharing the cores)
     val_only: bool = False  # true: run the validation once and stop (no training)

@@ -15,9 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from verl.sandbox.local import ISOLATION_ENV
 from verl.single_controller.base import ClassWithInitArgs, RoleWorkerGroup
 from verl.single_controller.ray.cluster import init_ray
 from verl.trainer.ppo.roles import Role, WorkerBackend
+from verl.utils.cpu_threads import thread_env, usable_cores
 
 
 def start_ray_worker_groups(
@@ -43,14 +45,18 @@ def start_ray_worker_groups(
         num_gpus=procs if use_gpu and config.ray_init.num_cpus is None else None,
         address=config.ray_init.address,
     )
-    threads = config.ray_init.num_threads_per_worker or max(1, cores // per_node)
+    threads = config.ray_init.num_threads_per_worker or max(1, usable_cores() // per_node)
     verl_root = str(Path(__file__).resolve().parents[3])  # the directory holding the verl package
     env = {
-        "OMP_NUM_THREADS": str(threads),
+        # the count and this process's OpenMP wait policy, in the environment each worker starts with: its OpenMP
+        # runtime reads them when torch loads (a cluster started elsewhere never saw this process's variables)
+        **thread_env(threads),
         "TOKENIZERS_PARALLELISM": "false",
         "TQDM_DISABLE": "1",
         "PYTHONPATH": os.pathsep.join(p for p in (verl_root, os.environ.get("PYTHONPATH")) if p),
     }
+    if os.environ.get(ISOLATION_ENV):  # sandbox.isolation (set at start): a worker that runs code follows it
+        env[ISOLATION_ENV] = os.environ[ISOLATION_ENV]
     if t.deterministic:
         env["VERL_DETERMINISTIC"] = "1"  # applied by each worker process (verl.single_controller.ray.base)
     if not use_gpu and t.cpu_retain_freed_memory:

