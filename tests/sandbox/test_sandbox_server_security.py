@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -93,9 +94,16 @@ def test_isolation_rlimit_is_an_explicit_choice_that_every_answer_names(path_wit
         assert ok["isolation"] == "rlimit" and headers["x-sandbox-isolation"] == "rlimit"
         status, headers, bad = call(url, "/run_code", {"stdin": "no code"})
         assert status == 400 and bad["isolation"] == "rlimit" and headers["x-sandbox-isolation"] == "rlimit"
-        # what rlimit does not stop (docs/security.md): the code reads this machine's files
-        _, _, read = call(url, "/run_code", {"code": f"print(open({os.path.join(ROOT, 'README.md')!r}).read(6))"})
-        assert read["run_result"]["stdout"] == "# verl\n"
+        # what rlimit does not stop (docs/security.md): the code reads this machine's world-readable files
+        fd, host_file = tempfile.mkstemp(prefix="verl-host-file-", dir="/tmp")
+        try:
+            os.write(fd, b"host secret")
+            os.close(fd)
+            os.chmod(host_file, 0o644)
+            _, _, read = call(url, "/run_code", {"code": f"print(open({host_file!r}).read())"})
+        finally:
+            os.unlink(host_file)
+        assert read["run_result"]["stdout"] == "host secret\n"
     log = process.stdout.read()
     assert "SANDBOX WITHOUT ISOLATION (isolation=rlimit)" in log and "isolation: rlimit" in log
 
