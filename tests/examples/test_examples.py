@@ -9,6 +9,7 @@ import sys
 import pytest
 from example_runner import ROOT, run_example_script
 
+from verl.sandbox import bwrap_status
 from verl.utils.config import load_config
 
 
@@ -55,8 +56,6 @@ def test_grpo_and_gae_example_scripts(tmp_path):
 def test_code_task_grpo_example_script(tmp_path):
     """GRPO on the built-in code task, scored in the sandbox (two small steps)."""
     import pytest
-
-    from verl.sandbox import bwrap_status
 
     if bwrap_status() is not None:
         pytest.skip(f"no bubblewrap here: {bwrap_status()}")
@@ -314,3 +313,18 @@ def test_agent_loop_tutorial_runs_and_reads_its_trajectories(tmp_path):
     rows = [json.loads(line) for line in open(tmp_path / "rollouts" / "1.jsonl")]
     assert len(rows) == 8 and all({"num_turns", "num_tool_calls", "finish_reason"} <= set(row) for row in rows)
     assert any(row["num_tool_calls"] >= 1 and "<tool_response>" in row["output"] for row in rows)
+
+
+def test_secure_sandbox_server_example(tmp_path):
+    """The sandbox server with an API key: the keyed client is served (with the isolation named), a caller without
+    the key gets a 401."""
+    pytest.importorskip("uvicorn")
+    script = os.path.join(ROOT, "examples", "sandbox", "secure_sandbox_server.py")
+    isolation = "bwrap" if bwrap_status() is None else "rlimit"
+    out = subprocess.run(
+        [sys.executable, script, "--isolation", isolation],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": ROOT}, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"with the key: stdout '45\\n', isolation {isolation}" in out.stdout
+    assert "without it: HTTP 401" in out.stdout and "invalid or missing API key" in out.stdout

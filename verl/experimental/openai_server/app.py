@@ -64,39 +64,35 @@ async def _read_body(request: Any) -> dict[str, Any]:
     return body
 
 
-def build_app(served: ServedModel, api_key: str | None = None, limits: ServerLimits | None = None) -> Any:
-    """The ASGI app serving ``served``. With ``api_key`` every route but ``/health`` needs ``Authorization: Bearer
-    <key>`` (compared in constant time); ``limits`` bound what one caller may ask (`ServerLimits`)."""
-    require_serve_dependencies()
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, StreamingResponse
+def _model_card(served: ServedModel) -> dict[str, Any]:
+    return {
+        "id": served.name,
+        "object": "model",
+        "created": served.created,
+        "owned_by": "verl",
+        "root": served.model_dir,
+        "max_model_len": served.max_model_len,
+    }
+
+
+def _check_model(served: ServedModel, body: dict[str, Any]) -> None:
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise RequestError(f"'model' must be a string, got {type(model).__name__}", param="model")
+    if model is not None and model != served.name:
+        raise RequestError(
+            f"the model {model!r} does not exist: this server serves {served.name!r} (GET /v1/models)",
+            param="model",
+            status=404,
+            code="model_not_found",
+        )
+
+
+def _add_error_handlers(app: Any) -> None:
+    """A request error as OpenAI's error object with its 4xx; anything else a 500 -- the server keeps serving."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
-
-    limits = limits or ServerLimits()
-    app = FastAPI(title="verl OpenAI-compatible server", docs_url=None, redoc_url=None, openapi_url=None)
-    tokenizer, rollout = served.tokenizer, served.rollout
-
-    def model_card() -> dict[str, Any]:
-        return {
-            "id": served.name,
-            "object": "model",
-            "created": served.created,
-            "owned_by": "verl",
-            "root": served.model_dir,
-            "max_model_len": served.max_model_len,
-        }
-
-    def check_model(body: dict[str, Any]) -> None:
-        model = body.get("model")
-        if model is not None and not isinstance(model, str):
-            raise RequestError(f"'model' must be a string, got {type(model).__name__}", param="model")
-        if model is not None and model != served.name:
-            raise RequestError(
-                f"the model {model!r} does not exist: this server serves {served.name!r} (GET /v1/models)",
-                param="model",
-                status=404,
-                code="model_not_found",
-            )
 
     @app.exception_handler(RequestError)
     async def request_error(_: Request, e: RequestError) -> JSONResponse:
@@ -111,57 +107,77 @@ def build_app(served: ServedModel, api_key: str | None = None, limits: ServerLim
         logger.exception("request failed")
         return JSONResponse(error_body(f"internal server error: {type(e).__name__}: {e}", 500), status_code=500)
 
+
+def _stream(head: list[dict], work: Awaitable[Any], chunks: Callable[[Any], list[dict]]) -> Any:
+    """SSE: ``head`` at once, then ``chunks(await work)``; an error after the headers went out is sent as an error
+    event (the status line is already 200), then ``[DONE]``."""
+    from fastapi.responses import StreamingResponse
+
+    async def events() -> AsyncIterator[str]:
+        for chunk in head:
+            yield _sse(chunk)
+        try:
+            result = await work
+        except RequestError as e:
+            yield _sse(error_body(e.message, e.status, e.param, e.code))
+        except Exception as e:
+            logger.exception("streamed request failed")
+            yield _sse(error_body(f"internal server error: {type(e).__name__}: {e}", 500))
+        else:
+            for chunk in chunks(result):
+                yield _sse(chunk)
+        yield _sse("[DONE]")
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _batching_stats(served: ServedModel) -> dict[str, Any]:
+    """How the engine has batched requests so far (the rollout's `RequestBatcher`): requests and batches decoded, the
+    mean and largest batch."""
+    sizes = list(getattr(getattr(served.rollout, "_batcher", None), "batch_sizes", []))
+    return {
+        "engine": served.engine,
+        "requests": sum(sizes),
+        "batches": len(sizes),
+        "mean_batch_size": sum(sizes) / len(sizes) if sizes else 0.0,
+        "max_batch_size": max(sizes, default=0),
+    }
+
+
+def build_app(served: ServedModel, api_key: str | None = None, limits: ServerLimits | None = None) -> Any:
+    """The ASGI app serving ``served``. With ``api_key`` every route but ``/health`` needs ``Authorization: Bearer
+    <key>`` (compared in constant time); ``limits`` bound what one caller may ask (`ServerLimits`)."""
+    require_serve_dependencies()
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    limits = limits or ServerLimits()
+    app = FastAPI(title="verl OpenAI-compatible server", docs_url=None, redoc_url=None, openapi_url=None)
+    tokenizer, rollout = served.tokenizer, served.rollout
+
+    _add_error_handlers(app)
+
     @app.get("/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/stats")
     async def stats() -> dict[str, Any]:
-        """How the engine has batched requests so far (the rollout's `RequestBatcher`): requests and batches decoded,
-        the mean and largest batch."""
-        sizes = list(getattr(getattr(rollout, "_batcher", None), "batch_sizes", []))
-        return {
-            "engine": served.engine,
-            "requests": sum(sizes),
-            "batches": len(sizes),
-            "mean_batch_size": sum(sizes) / len(sizes) if sizes else 0.0,
-            "max_batch_size": max(sizes, default=0),
-        }
+        return _batching_stats(served)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [model_card()]}
+        return {"object": "list", "data": [_model_card(served)]}
 
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str) -> dict[str, Any]:
-        check_model({"model": model_id})
-        return model_card()
-
-    def stream(head: list[dict], work: Awaitable[Any], chunks: Callable[[Any], list[dict]]) -> StreamingResponse:
-        """SSE: ``head`` at once, then ``chunks(await work)``; an error after the headers went out is sent as an
-        error event (the status line is already 200), then ``[DONE]``."""
-
-        async def events() -> AsyncIterator[str]:
-            for chunk in head:
-                yield _sse(chunk)
-            try:
-                result = await work
-            except RequestError as e:
-                yield _sse(error_body(e.message, e.status, e.param, e.code))
-            except Exception as e:
-                logger.exception("streamed request failed")
-                yield _sse(error_body(f"internal server error: {type(e).__name__}: {e}", 500))
-            else:
-                for chunk in chunks(result):
-                    yield _sse(chunk)
-            yield _sse("[DONE]")
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        _check_model(served, {"model": model_id})
+        return _model_card(served)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Any:
         body = await _read_body(request)
-        check_model(body)
+        _check_model(served, body)
         chat = read_chat_request(body, tokenizer, served.max_model_len, served.vocab_size)
         limits.check_choices(chat.sampling.n)
         chat.max_tokens = limits.cap_tokens(chat.sampling.max_tokens, chat.max_tokens)
@@ -170,14 +186,14 @@ def build_app(served: ServedModel, api_key: str | None = None, limits: ServerLim
         if not chat.stream:
             return JSONResponse(chat_response(chat, await work, tokenizer, **ids))
         head = [role_chunk(i, **ids) for i in range(chat.sampling.n)]
-        return stream(head, work, lambda choices: chat_chunks(chat, choices, tokenizer, **ids))
+        return _stream(head, work, lambda choices: chat_chunks(chat, choices, tokenizer, **ids))
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
         import asyncio
 
         body = await _read_body(request)
-        check_model(body)
+        _check_model(served, body)
         req = read_completion_request(body, tokenizer, served.max_model_len, served.vocab_size)
         limits.check_choices(req.sampling.n, len(req.prompts))
         req.max_tokens = [limits.cap_tokens(req.sampling.max_tokens, m) for m in req.max_tokens]
@@ -190,7 +206,7 @@ def build_app(served: ServedModel, api_key: str | None = None, limits: ServerLim
         )
         if not req.stream:
             return JSONResponse(completion_response(req, await work, tokenizer, **ids))
-        return stream([], work, lambda per_prompt: completion_chunks(req, per_prompt, tokenizer, **ids))
+        return _stream([], work, lambda per_prompt: completion_chunks(req, per_prompt, tokenizer, **ids))
 
     return ServiceGuard(
         app,
