@@ -7,8 +7,28 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
+import tiers  # noqa: E402
 
 import verl  # noqa: E402,F401
+
+
+# The fast tier's rule and the xdist grouping of Ray and vLLM tests: tests/tiers.py.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from tiers.timed_setup(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from tiers.check_budget(item))
+
+
+def pytest_sessionstart(session):
+    tiers.session_speed()  # measured once, before the first test's clock starts
+
+
+def pytest_collection_modifyitems(items):
+    tiers.group_heavy_tests(items)
 
 
 @pytest.fixture(autouse=True)

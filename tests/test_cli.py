@@ -42,12 +42,14 @@ def test_help_lists_the_sections_and_the_reference(name, capsys):
     assert "the summary" in text and "--cfg job" in text
 
 
+@pytest.mark.slow
 def test_help_of_a_section_lists_its_keys_with_defaults():
     text = job_help("ppo_trainer", "verl ppo", "", section="algorithm.kl_ctrl")
     assert "algorithm.kl_ctrl.kl_coef=0.001" in text and "the KL coefficient" in text
     assert "no config section or key 'nope'" in job_help("ppo_trainer", "verl ppo", "", section="nope")
 
 
+@pytest.mark.slow
 def test_verl_subcommand_equals_python_m_and_cfg_job_prints_without_running(tmp_path):
     via_verl = _run("-m", "verl.cli", "ppo", "--cfg", "job", "trainer.seed=5", f"trainer.default_local_dir={tmp_path}")
     via_module = _run(
@@ -65,6 +67,7 @@ def test_verl_subcommand_equals_python_m_and_cfg_job_prints_without_running(tmp_
     assert helped.returncode == 0 and helped.stdout.startswith("usage: verl sft")
 
 
+@pytest.mark.slow
 def test_bad_argument_names_the_fix():
     out = _run("-m", "verl.trainer.main_eval", "--bogus")
     assert out.returncode != 0 and "write overrides as key.path=value" in out.stderr and "--help" in out.stderr

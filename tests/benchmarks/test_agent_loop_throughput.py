@@ -5,9 +5,12 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_agent_loop_throughput_quick(tmp_path):
     spec = importlib.util.spec_from_file_location(
         "agent_loop_throughput", os.path.join(ROOT, "benchmarks", "agent_loop_throughput.py")

@@ -24,6 +24,7 @@ def load(name: str):
 FIELDS = {"step_s", "tokens_per_s", "rollout_s", "train_s", "peak_rss_mb", "reward_last", "mfu_rollout", "mfu_train"}
 
 
+@pytest.mark.slow
 def test_trl_vs_verl_quick(tmp_path):
     pytest.importorskip("trl", reason="TRL is the optional 'bench' extra: pip install -e '.[bench]'")
     bench = load("trl_vs_verl")
@@ -42,6 +43,7 @@ def test_trl_vs_verl_quick(tmp_path):
     assert "| trl |" in md.read_text() and "| verl |" in md.read_text()
 
 
+@pytest.mark.slow
 def test_trl_vs_verl_ours_only_with_variants(tmp_path):
     bench = load("trl_vs_verl")
     out = bench.main(
@@ -56,6 +58,7 @@ def test_trl_vs_verl_ours_only_with_variants(tmp_path):
     assert fast["tokens"] == plain["tokens"] and fast["reward"] == plain["reward"]
 
 
+@pytest.mark.slow
 def test_gpu_throughput_smoke_on_cpu():
     bench = load("gpu_throughput")
     out = bench.main(["--model-size", "smoke", "--device", "cpu", "--steps", "2", "--prompts", "2", "--n", "2"])
@@ -72,6 +75,7 @@ def test_heldout_table_pairs_repetitions_by_seed():
     assert "| trl | 0.300 | 0.300, 0.200, 0.400 | - |" in table and "seeds [1, 2, 3]" in table
 
 
+@pytest.mark.slow
 def test_torch_compile_probe_matches_eager():
     import shutil
 
@@ -84,6 +88,7 @@ def test_torch_compile_probe_matches_eager():
     assert out["loss_compiled"] == pytest.approx(out["loss_eager"], rel=1e-5)  # same model, same inputs
 
 
+@pytest.mark.slow
 def test_serve_throughput_starts_a_server_and_reports_each_level(tmp_path):
     for module in ("openai", "fastapi", "uvicorn"):
         pytest.importorskip(module, reason="the server is the optional 'serve' extra: pip install -e '.[serve]'")
@@ -133,6 +138,7 @@ def test_rl_curves_engine_section_compares_mean_gains_over_seeds():
     assert "NOT within the 5-point bar" in bench.engine_section(results, ["hf", "vllm"], "", "i.png")
 
 
+@pytest.mark.slow
 def test_rl_curves_sections_survive_the_other_mode(tmp_path):
     bench = load("rl_curves")
     md = tmp_path / "results.md"
@@ -216,6 +222,7 @@ def test_tool_task_curves_reports_the_gain_within_the_budget_and_replaces_its_se
     assert again[0]["tool_calls"] == [(1, 0.25)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     __import__("verl.sandbox", fromlist=["bwrap_status"]).bwrap_status() is not None, reason="no bubblewrap here"
 )
@@ -231,6 +238,7 @@ def test_code_reward_throughput_scores_right_and_a_looping_program_costs_its_tim
     assert grouped[0]["group"] == 5 and grouped[0]["scores_right"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     __import__("verl.sandbox", fromlist=["bwrap_status"]).bwrap_status() is not None, reason="no bubblewrap here"
 )
@@ -255,6 +263,7 @@ def test_code_task_curves_runs_a_seed_and_the_eval_script_matches_the_trainer(tm
     assert "| 1 |" in text and "equals the trainer's last held-out number" in text
 
 
+@pytest.mark.slow
 def test_learning_suite_smoke_runs_one_task_on_both_sides(tmp_path):
     """CI's smoke run of the learning suite: a short SFT warm start, ours and TRL on one task for a few seconds each,
     one evaluator, then the table, the acceptance lines and the PNG; run again, it reads its runs back."""
@@ -341,6 +350,7 @@ def test_learning_suite_remakes_a_warm_start_whose_sft_recipe_changed(tmp_path, 
     assert "moved to *.stale-" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_learning_suite_tasks_generate_and_score_their_references():
     """Every task of the suite has its train and held-out data, and each held-out reference response scores 1."""
     from verl.data.tasks import resolve_data_files
@@ -383,6 +393,7 @@ def test_learning_suite_trainer_validates_on_the_selection_rows_only(tmp_path):
     assert not set(questions) & {r.data["extra_info"]["question"] for r in bench.held_out_rows(task)}
 
 
+@pytest.mark.slow
 def test_learning_headroom_reports_greedy_and_pass_at_k_reproducibly():
     """The headroom table of a task: pass@k grows with k, the sampled accuracy is pass@1's expectation, and the same
     seed gives the same numbers bit for bit (CPU, the test's thread count)."""
@@ -400,6 +411,7 @@ def test_learning_headroom_reports_greedy_and_pass_at_k_reproducibly():
     assert "| default-add2 |" in table
 
 
+@pytest.mark.slow
 def test_lora_memory_smoke_compares_both_modes_with_the_real_worker():
     """The LoRA memory benchmark on a small shape: the worker's reference is the actor itself under LoRA (no copy),
     and only the adapters carry optimizer state."""

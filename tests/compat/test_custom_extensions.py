@@ -69,6 +69,7 @@ def _write(path, text):
     return str(path)
 
 
+@pytest.mark.slow
 def test_registered_reward_manager_is_chosen_by_name_and_scores_the_run(tmp_path):
     name = "length_mod_three_registered"
     path = _write(tmp_path / "my_reward.py", MANAGER_FILE.format(name=name))
@@ -135,6 +136,7 @@ def compute_policy_loss_clipped_sign(
 '''
 
 
+@pytest.mark.slow
 def test_registered_policy_loss_with_verls_signature_trains(tmp_path, monkeypatch):
     name = "clipped_sign_user_loss"
     module = f"user_losses_{tmp_path.name.replace('-', '_')}"

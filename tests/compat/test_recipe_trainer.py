@@ -28,6 +28,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_dapo_style_construction_trains_with_critic_and_reference(tmp_path):
     config = load_config(
         "ppo_trainer",

@@ -50,6 +50,7 @@ def test_module_stays_small(path):
     assert len(path.read_text().splitlines()) < 600
 
 
+@pytest.mark.slow
 def test_importing_the_leaf_loads_no_other_verl_module():
     # ``import verl`` itself: the version and the CPU thread policy it applies (standard library only)
     code = (

@@ -12,6 +12,7 @@ from verl.sandbox import bwrap_status
 from verl.utils.reward_score import default_compute_score
 
 
+@pytest.mark.slow
 def test_space_rows_and_split():
     assert len(_problems(TASKS["code_functions"].normalize_params({}))) == 8346
     train = generate_task_rows("code_functions", "train", 4000, seed=0)
@@ -33,6 +34,7 @@ def test_space_rows_and_split():
         generate_task_rows("code_functions", "train", 1, kinds="sort")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bwrap_status() is not None, reason=f"no bubblewrap here: {bwrap_status()}")
 @pytest.mark.parametrize("kind", KINDS)
 def test_reference_programs_pass_their_hidden_tests_and_wrong_ones_fail(kind):

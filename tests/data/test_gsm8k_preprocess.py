@@ -43,6 +43,7 @@ def _source_records(split: str) -> list[dict]:
     return [json.loads(line) for line in (FIXTURE / f"{split}.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_script_converts_jsonl(tmp_path):
     proc = _run(FIXTURE, tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
@@ -71,6 +72,7 @@ def test_script_converts_jsonl(tmp_path):
             }
 
 
+@pytest.mark.slow
 def test_script_converts_hf_parquet_layout(tmp_path):
     main = tmp_path / "gsm8k" / "main"
     main.mkdir(parents=True)

@@ -8,6 +8,7 @@ from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.model import load_causal_lm, load_tokenizer
 
 
+@pytest.mark.slow
 def test_call_probability_equals_softmax_on_the_rendered_prompt():
     tok = load_tokenizer("builtin://tiny-qwen2?tools=true")
     model = load_causal_lm("builtin://tiny-qwen2?tools=true")

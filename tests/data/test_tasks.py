@@ -133,6 +133,7 @@ def test_format_expr_minimal_parentheses():
 # ---- determinism, splits, dedup ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_determinism_by_seed(task):
     first = generate_task_rows(task, "train", 100, seed=7)
@@ -142,6 +143,7 @@ def test_determinism_by_seed(task):
     assert generate_task_rows(task, "train", 40, seed=7) == first[:40]
 
 
+@pytest.mark.slow
 def test_parquet_files_byte_identical(tmp_path):
     a = make_task_dataset("countdown", tmp_path / "a", train_size=60, test_size=20, seed=5)
     b = make_task_dataset("countdown", tmp_path / "b", train_size=60, test_size=20, seed=5)
@@ -174,6 +176,7 @@ def test_split_disjoint_whatever_sizes():
     assert len(train) == 6000 and len(test) == 700 and not train & test
 
 
+@pytest.mark.slow
 def test_countdown_key_ignores_number_order():
     rows = generate_task_rows("countdown", "train", 2000, seed=0)
     keys = [problem_key("countdown", r) for r in rows]
@@ -185,6 +188,7 @@ def test_countdown_key_ignores_number_order():
 # ---- reference answers score 1.0 --------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "task,kwargs",
     [
@@ -218,6 +222,7 @@ def test_reference_answers_score_one_after_parquet_roundtrip(tmp_path):
 # ---- parquet ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_make_task_dataset_parquet_roundtrip(tmp_path):
     paths = make_task_dataset("arithmetic", tmp_path / "nested" / "out", train_size=30, test_size=10, seed=0)
     assert paths == {
@@ -311,6 +316,7 @@ def test_resolve_builtin_defaults_and_passthrough(tmp_path, monkeypatch):
             resolve_data_files(bad)
 
 
+@pytest.mark.slow
 def test_resolve_builtin_concurrent_processes(tmp_path):
     code = "import sys; from verl.data import resolve_data_files; print(resolve_data_files(sys.argv[1]))"
     spec = "builtin://countdown/train?size=300&test_size=20&seed=9"
@@ -336,6 +342,7 @@ def _run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_arithmetic(tmp_path):
     out = tmp_path / "arith"
     args = [
@@ -360,6 +367,7 @@ def test_cli_arithmetic(tmp_path):
     assert pq.read_table(out / "train.parquet").to_pylist() == expected
 
 
+@pytest.mark.slow
 def test_cli_countdown_and_errors(tmp_path):
     proc = _run_cli(
         "countdown", "--out-dir", str(tmp_path), "--train-size", "12", "--test-size", "4", "--num-numbers", "4"

@@ -28,6 +28,7 @@ def _by_name(checks: list[Check]) -> dict[str, Check]:
     return {c.name: c for c in checks}
 
 
+@pytest.mark.slow
 def test_every_check_passes_here_including_the_model_and_the_smoke_run():
     checks = run_checks(check_all=True)
     found = _by_name(checks)
@@ -280,6 +281,7 @@ def test_a_crashing_check_is_a_failure_not_a_traceback():
 # ---------------------------------------------------------------- the command
 
 
+@pytest.mark.slow
 def test_the_script_prints_json_and_exits_1_on_a_fail(no_weights_dir):
     out = subprocess.run(
         [sys.executable, str(VERL_ROOT / "scripts" / "diagnose.py"), "--json", "--model-path", str(no_weights_dir)],
@@ -295,6 +297,7 @@ def test_the_script_prints_json_and_exits_1_on_a_fail(no_weights_dir):
     assert not [c for c in checks if c["status"] == FAIL and c["name"] != "model"]
 
 
+@pytest.mark.slow
 def test_verl_diagnose_prints_one_line_per_check_and_exits_0():
     out = subprocess.run([sys.executable, "-m", "verl.cli", "diagnose"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr

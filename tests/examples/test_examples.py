@@ -13,6 +13,7 @@ from verl.sandbox import bwrap_status
 from verl.utils.config import load_config
 
 
+@pytest.mark.slow
 def test_quickstart_sft_example(tmp_path):
     args = ["--out-dir", str(tmp_path), "--steps", "4", "--train-size", "256"]
     stdout = run_example_script("examples/quickstart_sft.py", *args, timeout=300)
@@ -45,6 +46,7 @@ def _run_script(script: str, tmp_path, *extra: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.slow
 def test_grpo_and_gae_example_scripts(tmp_path):
     for script in ("grpo_trainer/run_arithmetic_grpo.sh", "ppo_trainer/run_arithmetic_gae.sh"):
         out = _run_script(script, tmp_path / script.split("/")[0])
@@ -53,6 +55,7 @@ def test_grpo_and_gae_example_scripts(tmp_path):
     assert (tmp_path / "ppo_trainer" / "global_step_2" / "critic" / "huggingface" / "config.json").exists()
 
 
+@pytest.mark.slow
 def test_code_task_grpo_example_script(tmp_path):
     """GRPO on the built-in code task, scored in the sandbox (two small steps)."""
     import pytest
@@ -71,6 +74,7 @@ def test_code_task_grpo_example_script(tmp_path):
     assert any("val-core/acc" in r for r in rows) and "reward/all_passed/mean" in steps[0]
 
 
+@pytest.mark.slow
 def test_collapse_rollback_example(tmp_path):
     """A learning rate of 0.3 destroys the warm start: the run says so and rolls back with the rate halved."""
     out = subprocess.run(
@@ -84,6 +88,7 @@ def test_collapse_rollback_example(tmp_path):
     assert [round(v, 6) for _, v in lr] == [0.3, 0.15, 0.075] and (tmp_path / "best_val" / "actor").is_dir()
 
 
+@pytest.mark.slow
 def test_lr_plateau_example(tmp_path):
     """The plateau rule: starts at an eighth of the rate, and on validations that do not beat the best it goes back to
     the best one's policy with the rate halved. A rate of 0.3 (the trust region off, as a script's own rate) makes
@@ -110,6 +115,7 @@ def test_lr_plateau_example(tmp_path):
     assert "PLATEAU at step" in out.stdout and "rolled back to the best validation's policy" in out.stdout
 
 
+@pytest.mark.slow
 def test_trust_region_example(tmp_path):
     """A rate of 1e-3 set by the script is the trust region's ceiling: the run starts at a tenth of it and logs the
     drift it steers by, every step; the held-out line is the mean of the last evaluations."""
@@ -128,6 +134,7 @@ def test_trust_region_example(tmp_path):
     assert "(mean of the last 3 evaluations, steps 1-3;" in out.stdout
 
 
+@pytest.mark.slow
 def test_bypass_mode_example(tmp_path):
     """verl's bypass mode: no old-log-prob pass in any step, the loss's rollout_corr/ metrics logged, the run learns
     nothing broken (finite losses, a held-out line)."""
@@ -147,6 +154,7 @@ def test_bypass_mode_example(tmp_path):
     assert "(mean of the last 2 evaluations, steps 1-2;" in out.stdout
 
 
+@pytest.mark.slow
 def test_lora_example_trains_adapters_and_merges(tmp_path):
     """LoRA GRPO for two steps: the checkpoint holds the adapter alone, and the merger's --merge_lora writes a full
     model whose logits are the adapted policy's."""
@@ -180,6 +188,7 @@ def test_lora_example_trains_adapters_and_merges(tmp_path):
     assert (a - b).abs().max() < 1e-5
 
 
+@pytest.mark.slow
 def test_auto_config_example_plans_and_runs_a_checked_job(tmp_path):
     plan = tmp_path / "plan.yaml"
     out = subprocess.run(
@@ -203,6 +212,7 @@ def test_auto_config_example_plans_and_runs_a_checked_job(tmp_path):
     assert "step 1:" in out.stdout  # the checked job passed its memory check and trained
 
 
+@pytest.mark.slow
 def test_custom_reward_example_is_used(tmp_path):
     import json
 
@@ -213,6 +223,7 @@ def test_custom_reward_example_is_used(tmp_path):
     assert all(s is None or s < 1.0 for s in scores) and any(s is not None for s in scores)
 
 
+@pytest.mark.slow
 def test_ray_cpu_example_script(tmp_path):
     import pytest
 
@@ -228,6 +239,7 @@ def test_ray_cpu_example_script(tmp_path):
     assert compare_with_hf(str(actor), str(actor / "huggingface"))["ok"]
 
 
+@pytest.mark.slow
 def test_verl_style_script_runs_as_written(tmp_path):
     # a package named by actor_rollout_ref.model.external_lib is imported before the models load (as in verl)
     (tmp_path / "lib").mkdir()
@@ -255,6 +267,7 @@ def test_verl_style_script_runs_as_written(tmp_path):
     assert (tmp_path / "registry_imported").read_text() == "yes"
 
 
+@pytest.mark.slow
 def test_verl_style_sft_script_runs_through_torchrun(tmp_path):
     out = subprocess.run(
         [
@@ -281,6 +294,7 @@ def test_verl_style_sft_script_runs_through_torchrun(tmp_path):
     assert (tmp_path / "global_step_3" / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_verl_style_recipe_example_trains_with_its_own_loss_and_reward_manager(tmp_path):
     """examples/recipe/main_recipe.py: a decorator-registered policy loss and reward manager, the trainer built as
     verl's recipes build it; two steps run and the manager's extra column is reported."""
@@ -302,6 +316,7 @@ def test_verl_style_recipe_example_trains_with_its_own_loss_and_reward_manager(t
     assert (tmp_path / "metrics.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_agent_loop_tutorial_runs_and_reads_its_trajectories(tmp_path):
     """examples/tutorial/agent_loop_get_started: the tool, the prompt with its schema, 1 GRPO step with the tool
     agent loop, the trajectories read back (the warm start calls the tutorial's tool)."""
@@ -315,6 +330,7 @@ def test_agent_loop_tutorial_runs_and_reads_its_trajectories(tmp_path):
     assert any(row["num_tool_calls"] >= 1 and "<tool_response>" in row["output"] for row in rows)
 
 
+@pytest.mark.slow
 def test_secure_sandbox_server_example(tmp_path):
     """The sandbox server with an API key: the keyed client is served (with the isolation named), a caller without
     the key gets a 401."""

@@ -16,6 +16,7 @@ def run_example(name: str, *args: str) -> str:
     return run_example_script(os.path.join("examples", "python_api", name), *args, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, expected",
     [
@@ -30,6 +31,7 @@ def test_ppo_trainer_examples(tmp_path, name, expected):
     assert (tmp_path / "metrics.jsonl").exists() and (tmp_path / "global_step_1" / "actor").is_dir()
 
 
+@pytest.mark.slow
 def test_data_parallel_trainer_example(tmp_path):
     stdout = run_example("data_parallel_trainer.py", "--work-dir", str(tmp_path), "--max-steps", "2")
     assert len(re.findall(r"^Loss: -?\d+\.\d{4}, Reward: -?\d+\.\d{4}$", stdout, re.M)) == 2, stdout[-2000:]

@@ -69,6 +69,7 @@ def test_weights_come_from_dcp_not_from_the_hf_copy(checkpoint, tmp_path):
     assert all(torch.equal(v, _weights(saved)[k]) for k, v in _weights(model).items())
 
 
+@pytest.mark.slow
 def test_cli_merge_and_test(checkpoint, tmp_path):
     def cli(*args):
         return subprocess.run(

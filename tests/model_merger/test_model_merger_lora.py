@@ -82,6 +82,7 @@ def _weights(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_merged_export_equals_the_peft_model(checkpoint, tmp_path):
     for role in ROLES:
         assert is_lora_checkpoint(str(checkpoint / role))
@@ -161,6 +162,7 @@ def test_weights_come_from_dcp_not_from_lora_adapter(checkpoint, tmp_path):
         merge_checkpoint(str(role), str(tmp_path / "none"), merge_lora=True)
 
 
+@pytest.mark.slow
 def test_cli_merge_lora_and_test(checkpoint, tmp_path, capsys):
     actor = str(checkpoint / "actor")
     out = subprocess.run(

@@ -25,6 +25,7 @@ def test_loads_with_auto_classes_and_is_small():
     assert resolve_model_path("builtin://tiny-qwen2-code-sft") == CKPT
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bwrap_status() is not None, reason=f"no bubblewrap here: {bwrap_status()}")
 def test_heldout_numbers_as_stated(tmp_path):
     path = os.path.join(ROOT, "examples", "evaluation", "code_generation_eval.py")

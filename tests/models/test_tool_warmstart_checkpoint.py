@@ -36,6 +36,7 @@ def test_loads_with_auto_classes_and_is_small():
     assert resolve_model_path("builtin://tiny-qwen2-calc-sft") == CKPT
 
 
+@pytest.mark.slow
 def test_heldout_numbers_as_stated(policy):
     """Freshly generated held-out problems (this test's own cache dir)."""
     tok, model = policy
@@ -56,6 +57,7 @@ def test_heldout_numbers_as_stated(policy):
     assert copy - without["acc"] >= 0.4
 
 
+@pytest.mark.slow
 def test_replay_equals_turn_by_turn_generation_from_text(policy):
     """The replay's verdicts per row (the whole row, the answer turn alone) equal generating each turn alone from the
     rendered text and parsing the call with the hermes parser, the way the agent loop does."""

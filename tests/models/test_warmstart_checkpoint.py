@@ -3,6 +3,7 @@
 import json
 import os
 
+import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from verl.trainer.main_eval import main as eval_main
@@ -20,6 +21,7 @@ def test_loads_with_auto_classes_and_is_small():
     assert resolve_model_path("builtin://tiny-qwen2-arith-sft") == CKPT
 
 
+@pytest.mark.slow
 def test_heldout_accuracy_in_stated_range_on_fresh_data(tmp_path):
     # Freshly generated (into this test's own cache dir): the whole held-out partition of 2-digit addition.
     out = tmp_path / "eval.json"

@@ -53,6 +53,7 @@ def test_generate_trainer_config_runs_under_python_and_bash(tmp_path):
     assert yaml.safe_load(a.read_text()) == yaml.safe_load(b.read_text())
 
 
+@pytest.mark.slow
 def test_a_model_directory_plans_from_its_config(tmp_path):
     from verl.models.tiny import TinyModelConfig, save_tiny_model
 

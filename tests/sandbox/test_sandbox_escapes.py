@@ -117,6 +117,7 @@ def catalogue(tmp_path, port: int, marker: str) -> dict[str, tuple[str, set[str]
     }
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_the_catalogue_is_contained_and_the_host_is_untouched(tmp_path):
     marker = f"verl-escape-{uuid.uuid4().hex}"
@@ -162,6 +163,7 @@ def test_ordinary_programs_run_with_stdin_and_say_what_happened():
     assert scratch.status == "ok" and "out.txt" in scratch.stdout
 
 
+@pytest.mark.slow
 def test_without_bwrap_the_sandbox_fails_closed_and_rlimit_is_an_explicit_choice(without_bwrap, monkeypatch):
     """No bubblewrap on the PATH (a fresh machine): the default refuses with the cause and both fixes; only
     isolation=rlimit (a config, or VERL_SANDBOX_ISOLATION for the process) runs, warns once, and says so."""

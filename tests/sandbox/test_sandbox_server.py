@@ -50,6 +50,7 @@ def post(url: str, body) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+@pytest.mark.slow
 def test_run_code_answers_in_sandboxfusion_shape(url):
     with urllib.request.urlopen(url + "/v1/ping", timeout=10) as r:
         assert json.loads(r.read()) == "pong"
@@ -81,6 +82,7 @@ def test_bad_requests_get_a_400_naming_the_field(url, body, field):
     assert status == 400 and field in answer["message"]
 
 
+@pytest.mark.slow
 def test_verl_client_scores_against_our_server(url):
     """The same test cases judged through the HTTP API and by the local judge agree."""
     from verl.utils.reward_score import default_compute_score, prime_code, sandbox_fusion
@@ -105,6 +107,7 @@ def test_verl_client_scores_against_our_server(url):
     assert via_source["score"] == 0.5
 
 
+@pytest.mark.slow
 def test_an_unreachable_service_fails_the_cases_not_the_run():
     from verl.utils.reward_score import sandbox_fusion
 
@@ -115,6 +118,7 @@ def test_an_unreachable_service_fails_the_cases_not_the_run():
     assert score is False and meta[0]["status"] == "api_error" and "Connection refused" in meta[0]["api_request_error"]
 
 
+@pytest.mark.slow
 def test_the_code_interpreter_tool_runs_on_the_service(url):
     import asyncio
 

@@ -85,6 +85,7 @@ def test_without_bubblewrap_it_refuses_to_start_naming_the_cause_and_both_fixes(
     assert "apt-get install bubblewrap" in line and "--isolation rlimit" in line
 
 
+@pytest.mark.slow
 def test_isolation_rlimit_is_an_explicit_choice_that_every_answer_names(path_without_bwrap, tmp_path):
     with running("--isolation", "rlimit", env=server_env(path_without_bwrap)) as (url, process):
         status, headers, health = call(url, "/health")
@@ -108,6 +109,7 @@ def test_isolation_rlimit_is_an_explicit_choice_that_every_answer_names(path_wit
     assert "SANDBOX WITHOUT ISOLATION (isolation=rlimit)" in log and "isolation: rlimit" in log
 
 
+@pytest.mark.slow
 def test_beyond_loopback_it_needs_a_key_and_checks_it(tmp_path):
     out = start("--host", "0.0.0.0", "--isolation", "rlimit", env=server_env())
     assert out.returncode == 2 and "refuses to listen on 0.0.0.0 without an API key" in out.stderr
@@ -133,12 +135,14 @@ def test_beyond_loopback_it_needs_a_key_and_checks_it(tmp_path):
         assert response is None and "HTTP 401" in error
 
 
+@pytest.mark.slow
 def test_insecure_no_auth_is_explicit_and_warned():
     with running("--host", "0.0.0.0", "--insecure-no-auth", "--isolation", "rlimit", env=server_env()) as (url, p):
         assert call(url, "/run_code", {"code": "print(1)"})[0] == 200
     assert "without an API key (--insecure-no-auth)" in p.stdout.read()
 
 
+@pytest.mark.slow
 def test_bodies_and_requests_in_flight_are_bounded():
     args = ("--isolation", "rlimit", "--max-body-bytes", "2000", "--max-pending", "1", "--max-concurrent", "1")
     with running(*args, env=server_env()) as (url, _):

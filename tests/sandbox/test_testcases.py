@@ -36,6 +36,7 @@ def test_function_call_cases_and_leetcode_classes():
     assert statuses(missing) == ["runtime_error"] * 2 and "defines no function 'add'" in missing.cases[0].stderr
 
 
+@pytest.mark.slow
 def test_a_loop_costs_one_case_timeout_and_stop_on_failure_skips_the_rest():
     loop = "import sys\nif sys.stdin.read().startswith('3'):\n    while True: pass\nprint(3)"
     run = run_test_cases(loop, SUM, case_timeout_s=0.5)

@@ -36,6 +36,7 @@ def test_a_group_gives_the_verdicts_of_one_run_per_program():
     assert [r.pass_rate for r in run_test_cases_many(stdin_programs, STDIN_CASES)] == [1.0, 0.5]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "attack",
     [

@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_counts_passes_failures_and_import_errors(tmp_path):
     tests = tmp_path / "repo" / "tests" / "utils"
     tests.mkdir(parents=True)
@@ -43,6 +46,7 @@ def test_counts_passes_failures_and_import_errors(tmp_path):
     assert "**1** of 4 (25.0%)" in proc.stdout
 
 
+@pytest.mark.slow
 def test_helper_modules_beside_a_test_are_copied_and_async_tests_run(tmp_path):
     """A test that loads a helper module kept beside it (as verl's test_import_utils_on_cpu.py does) finds it in the
     scratch copy, and an unmarked ``async def`` test runs (verl's CI uses ``--asyncio-mode=auto``)."""

@@ -20,6 +20,7 @@ def run(tool, code, **kw):
     return asyncio.run(call_tool(tool, {"code": code}, timeout_s=30, **kw))
 
 
+@pytest.mark.slow
 def test_output_errors_and_timeouts_are_observations():
     tool = SandboxFusionTool({"default_timeout": 2})
     assert tool.name == "code_interpreter"

@@ -92,6 +92,7 @@ def test_unknown_keys_name_the_closest_valid_one():
         DataParallelRLTrainer({"model": {"pretrained_model_name": "x"}})
 
 
+@pytest.mark.slow
 def test_dict_config_maps_onto_the_tree():
     config = get_ppo_default_config()
     assert config["model"]["pretrained_model_name_or_path"] == MODEL
@@ -204,6 +205,7 @@ def classifier_dir(tmp_path_factory) -> str:
     return save_tiny_classifier(str(tmp_path_factory.mktemp("toxic-clf")))
 
 
+@pytest.mark.slow
 def test_ppo_trainer_train_with_evaluators_and_callbacks(tmp_path, classifier_dir):
     """Article 000 end to end: train() returns metric lists with eval/reward_mean and eval/reward_std, the evaluators'
     eval/* values make the weighted objective, and the three built-in callbacks act on the run."""
@@ -262,6 +264,7 @@ def test_ppo_trainer_train_with_evaluators_and_callbacks(tmp_path, classifier_di
     assert [x["step"] for x in lines] == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_reward_model_directory(tmp_path):
     from verl.models.tiny import save_tiny_classifier
 
@@ -279,6 +282,7 @@ def test_reward_model_directory(tmp_path):
     assert metrics["critic/score/mean"][0] not in (0.0, 1.0)  # the RM's real-valued score, not the 0/1 rule
 
 
+@pytest.mark.slow
 def test_data_parallel_trainer_train_step(tmp_path):
     """Article 004 end to end: dict config, JSONL dataloader, train_step returning loss/reward, the reward hook,
     timestamped log file."""
@@ -348,6 +352,7 @@ class RaiseAtStep(StepCallback):
             raise RuntimeError("callback failed")
 
 
+@pytest.mark.slow
 def test_a_raising_callback_leaves_a_resumable_checkpoint(tmp_path):
     def make() -> PPOTrainer:
         return PPOTrainer(
@@ -412,6 +417,7 @@ def test_evaluation_of_no_rows_is_an_error():
         evaluate_greedy_accuracy(None, None, [])
 
 
+@pytest.mark.slow
 def test_the_dict_configs_reward_group_holds_reward_model_and_the_trees_reward_section():
     """config['reward'] is the seed articles' alias group (model) and the tree's reward section (newer verl's
     reward.sandbox_fusion.*, reward.num_workers) at once."""

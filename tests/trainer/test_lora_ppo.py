@@ -52,6 +52,7 @@ def numeric(history: dict, step: int) -> dict[str, float]:
     return {k: dict(v)[step] for k, v in history.items() if not k.startswith(skip) and step in dict(v)}
 
 
+@pytest.mark.slow
 def test_lora_grpo_trains_adapters_against_the_base_and_resumes_exactly(tmp_path):
     full = run_ppo(load_config("ppo_trainer", [*SMALL, f"trainer.default_local_dir={tmp_path / 'full'}"]))
     h = full["history"]
@@ -70,6 +71,7 @@ def test_lora_grpo_trains_adapters_against_the_base_and_resumes_exactly(tmp_path
     assert numeric(resumed["history"], 3) == numeric(h, 3)
 
 
+@pytest.mark.slow
 def test_lora_adapter_path_starts_from_a_saved_adapter(tmp_path):
     """``lora_adapter_path`` = a checkpoint's lora_adapter/: the new run's first validation is the old run's last."""
     args = [*SMALL, "trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.save_freq=2"]

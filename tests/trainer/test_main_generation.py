@@ -79,6 +79,7 @@ def _write_plain(tmp_path) -> str:
     return resolve_data_files(DATA)
 
 
+@pytest.mark.slow
 def test_generate_and_score_example(tmp_path):
     out = subprocess.run(
         ["bash", os.path.join(ROOT, "examples", "generation", "run_generate_and_score.sh"), "data.path=" + DATA],

@@ -23,6 +23,7 @@ MODEL = "builtin://tiny-qwen2-arith-sft"  # the shipped 2 MB policy: loads in se
 KEY = "test-key-0123456789"
 
 
+@pytest.mark.slow
 def test_beyond_loopback_without_a_key_it_refuses_before_the_model_loads():
     cmd = [sys.executable, "-m", "verl.trainer.main_generation_server", "--model_path", "/does/not/exist"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -42,6 +43,7 @@ def guarded(tmp_path_factory):
         yield server
 
 
+@pytest.mark.slow
 def test_a_request_without_the_key_gets_a_401(guarded):
     for key in ("none", KEY[:-1] + "X"):
         client = openai.OpenAI(base_url=guarded.base_url, api_key=key, max_retries=0, timeout=60)
@@ -56,6 +58,7 @@ def test_a_request_without_the_key_gets_a_401(guarded):
     assert [m.id for m in client.models.list().data] == [MODEL]
 
 
+@pytest.mark.slow
 def test_n_max_tokens_and_the_body_are_bounded(guarded):
     client = openai.OpenAI(base_url=guarded.base_url, api_key=KEY, max_retries=0, timeout=60)
     with pytest.raises(openai.BadRequestError, match=r"n=5 is more than this server returns per request \(4\)"):

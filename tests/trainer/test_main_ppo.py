@@ -82,6 +82,7 @@ REQUIRED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator",
     ["grpo", "gae", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "opo", "grpo_passk"],
@@ -99,6 +100,7 @@ def test_each_advantage_estimator_trains(tmp_path, estimator):
     assert [x["step"] for x in lines] == [0, 1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_mode", ["vanilla", "gspo", "gpg", "clip_cov", "kl_cov", "cispo"])
 def test_each_policy_loss_trains(tmp_path, loss_mode):
     result = run_ppo(
@@ -113,6 +115,7 @@ def test_each_policy_loss_trains(tmp_path, loss_mode):
     assert "actor/pg_loss" in result["history"]
 
 
+@pytest.mark.slow
 def test_kl_loss_and_kl_in_reward(tmp_path):
     r1 = run_ppo(
         small_config(
@@ -136,6 +139,7 @@ def test_kl_loss_and_kl_in_reward(tmp_path):
     assert_finite(numeric(r2["history"], 2))
 
 
+@pytest.mark.slow
 def test_dapo_options(tmp_path):
     result = run_ppo(
         small_config(
@@ -153,6 +157,7 @@ def test_dapo_options(tmp_path):
     assert_finite(numeric(h, 2))
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics(tmp_path):
     a = run_ppo(small_config(tmp_path / "a"))
     b = run_ppo(small_config(tmp_path / "b"))
@@ -170,6 +175,7 @@ class StopAfter(StepCallback):
         return trainer.global_steps < self.step
 
 
+@pytest.mark.slow
 def test_resume_gives_the_uninterrupted_next_step(tmp_path):
     args = [
         "trainer.total_training_steps=3",
@@ -191,6 +197,7 @@ def test_resume_gives_the_uninterrupted_next_step(tmp_path):
     assert (tmp_path / "full" / "latest_checkpointed_iteration.txt").read_text() == "3"
 
 
+@pytest.mark.slow
 def test_failing_reward_function_gets_fallback_and_is_counted(tmp_path):
     reward_file = tmp_path / "my_reward.py"
     reward_file.write_text(
@@ -212,6 +219,7 @@ def test_failing_reward_function_gets_fallback_and_is_counted(tmp_path):
     assert_finite(numeric(result["history"], 2))
 
 
+@pytest.mark.slow
 def test_reward_fields_are_logged_and_validation_samples_n_per_prompt(tmp_path):
     reward_file = tmp_path / "fields.py"
     reward_file.write_text(
@@ -244,6 +252,7 @@ def test_reward_fields_are_logged_and_validation_samples_n_per_prompt(tmp_path):
     assert "val-core/arithmetic/acc/mean@1" not in h
 
 
+@pytest.mark.slow
 def test_responses_that_never_reach_eos(tmp_path):
     result = run_ppo(small_config(tmp_path, "data.max_response_length=4", "trainer.val_before_train=false"))
     clip = dict(result["history"]["response_length/clip_ratio"])
@@ -298,6 +307,7 @@ def test_overlong_prompts_filtered_or_rejected(tmp_path):
     assert result["global_steps"] == 1
 
 
+@pytest.mark.slow
 def test_reward_model_from_a_local_directory(tmp_path):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -323,6 +333,7 @@ def test_reward_model_from_a_local_directory(tmp_path):
     assert scores[1] != 0.0  # the RM's real-valued scores, not the 0/1 rule
 
 
+@pytest.mark.slow
 def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="Did you mean 'algorithm.adv_estimator'"):
         load_config("ppo_trainer", ["algorithm.adv_estimater=grpo"])
@@ -336,6 +347,7 @@ def test_config_errors_name_the_key(tmp_path):
         run_ppo(small_config(tmp_path, "data.val_files=[]"))
 
 
+@pytest.mark.slow
 def test_cli_prints_start_and_end_accuracy(tmp_path):
     out = subprocess.run(
         [

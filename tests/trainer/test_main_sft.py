@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from transformers import AutoModelForCausalLM
 
 from verl.trainer.main_sft import main, run_sft
@@ -21,6 +22,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_sft_runs_saves_hf_checkpoint_and_is_reproducible(tmp_path, tiny_model_dir):
     common = SMALL + [f"model.partial_pretrain={tiny_model_dir}", "trainer.save_freq=3", "trainer.test_freq=3"]
     r1 = run_sft(load_config("sft_trainer", common + [f"trainer.default_local_dir={tmp_path}/a"]))
@@ -39,6 +41,7 @@ def test_sft_runs_saves_hf_checkpoint_and_is_reproducible(tmp_path, tiny_model_d
     assert (tmp_path / "a" / "config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, tiny_model_dir):
     base = SMALL + [f"model.partial_pretrain={tiny_model_dir}", "trainer.total_training_steps=2"]
     full = run_sft(
@@ -54,6 +57,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, tiny_model_dir):
     assert abs(full["val/loss"] - accum["val/loss"]) < 1e-4
 
 
+@pytest.mark.slow
 def test_cli_prints_heldout_accuracy_and_rejects_bad_keys(tmp_path, tiny_model_dir):
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     args = [
@@ -88,6 +92,7 @@ def test_zero_counts_are_errors_before_any_model_loads(tmp_path):
             run_sft(cfg)
 
 
+@pytest.mark.slow
 def test_a_val_generation_budget_shorter_than_the_answers_is_named(capsys):
     """Code answers (~60 tokens) against the default 32-token greedy budget: one warning with the number to set;
     the arithmetic task's short answers fit and say nothing."""

@@ -58,6 +58,7 @@ def first_run(tmp_path_factory, tiny_model_dir):
     return {"result": result, "printed": printed, "dir": run_dir, "overrides": overrides}
 
 
+@pytest.mark.slow
 def test_lora_sft_trains_the_adapters_alone_and_saves_a_peft_adapter(first_run, tiny_model_dir):
     result, run_dir = first_run["result"], first_run["dir"]
     losses = _losses(run_dir)
@@ -109,6 +110,7 @@ def test_the_adapter_dir_loads_with_peft_and_as_a_merged_model_path(first_run, t
     assert (peft_logits - base_logits).abs().max().item() > 1e-3  # the adapter does something
 
 
+@pytest.mark.slow
 def test_lora_adapter_path_goes_on_from_the_saved_adapter(first_run, tmp_path):
     """The first run's adapter, one step at lr 0 (with gradient checkpointing on): its validation equals the end of
     the first run, and its first-step loss (the first run's first batch: same seed, same data order) is the trained
@@ -133,6 +135,7 @@ def test_lora_adapter_path_goes_on_from_the_saved_adapter(first_run, tmp_path):
     assert os.path.isfile(os.path.join(result["checkpoint"], "adapter_model.safetensors"))
 
 
+@pytest.mark.slow
 def test_same_seed_same_adapter_bytes(first_run, tmp_path):
     """Deterministic on CPU: the same seed draws the same A matrices and the same data order, so the run repeats
     bit for bit (at the torch thread count the suite runs with, OMP_NUM_THREADS=1 in tests/conftest.py)."""

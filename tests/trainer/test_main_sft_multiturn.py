@@ -22,6 +22,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.slow
 def test_multiturn_sft_runs_replays_and_is_reproducible(tmp_path):
     r1 = run_sft(load_config("sft_trainer", SMALL + [f"trainer.default_local_dir={tmp_path}/a"]))
     r2 = run_sft(load_config("sft_trainer", SMALL + [f"trainer.default_local_dir={tmp_path}/b"]))

@@ -180,6 +180,7 @@ def test_stale_running_trial_is_failed_and_requeued(tmp_path):
     assert _counts(study)["waiting"] == 1 and _counts(study)["running"] == 1
 
 
+@pytest.mark.slow
 def test_every_example_search_space_parses_against_the_ppo_schema():
     import glob
 

@@ -46,6 +46,7 @@ def test_plus_adds_new_keys_and_null_is_accepted():
     assert parse_overrides(["a.b=1.5", "+c=x"])[1] == [("a.b", 1.5, False), ("c", "x", True)]
 
 
+@pytest.mark.slow
 def test_null_default_keys_still_have_a_type():
     from verl.utils.config import ConfigError, load_config
 

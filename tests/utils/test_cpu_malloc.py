@@ -31,6 +31,7 @@ def faults(mode: str) -> tuple[bool, int]:
     return applied == "True", int(count)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_retained_memory_is_reused_without_page_faults():
     applied, retained = faults("retain")

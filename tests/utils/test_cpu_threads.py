@@ -212,6 +212,7 @@ print(json.dumps({{"seen": seen, "threads": torch.get_num_threads(), "usable": c
 """
 
 
+@pytest.mark.slow
 def test_a_fresh_process_gets_the_policy_before_torch_loads():
     out = _fresh(PROBE.format(imports="import verl, torch"))
     assert out["seen"] == {"GOMP_SPINCOUNT": "1000", "OMP_WAIT_POLICY": "", "KMP_BLOCKTIME": "1"}
@@ -222,6 +223,7 @@ def test_a_fresh_process_gets_the_policy_before_torch_loads():
         assert out["threads"] == _fresh(PROBE.format(imports="import verl, torch"), VERL_THREAD_POLICY="off")["threads"]
 
 
+@pytest.mark.slow
 def test_a_fresh_process_keeps_the_user_s_choice_or_the_old_behaviour():
     out = _fresh(PROBE.format(imports="import verl, torch"), OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
     assert out["seen"] == {"GOMP_SPINCOUNT": "", "OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": ""}
@@ -230,6 +232,7 @@ def test_a_fresh_process_keeps_the_user_s_choice_or_the_old_behaviour():
     assert out["seen"] == {"GOMP_SPINCOUNT": "", "OMP_WAIT_POLICY": "", "KMP_BLOCKTIME": ""}
 
 
+@pytest.mark.slow
 def test_torch_imported_first_is_noticed():
     out = _fresh(PROBE.format(imports="import torch, verl"))
     assert out["torch_first"] is True  # the variables are set for children; this process's runtime kept its own

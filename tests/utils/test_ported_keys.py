@@ -159,6 +159,7 @@ def test_values_that_change_the_algorithm_are_errors_naming_the_key(override):
         check_config(load_config("ppo_trainer", [override]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override",
     [
@@ -209,6 +210,7 @@ def test_rollout_correction_runs_and_is_no_ported_key_error(override):
     assert warn_unimplemented_choices(config) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override",
     [
@@ -326,6 +328,7 @@ def test_external_lib_is_imported_and_a_missing_one_is_named(tmp_path, monkeypat
         import_external_lib("no_such_registry_pkg")
 
 
+@pytest.mark.slow
 def test_rollout_and_validation_data_dirs_hold_every_sample_of_each_step(tmp_path):
     import json
 
@@ -356,6 +359,7 @@ def test_rollout_and_validation_data_dirs_hold_every_sample_of_each_step(tmp_pat
     assert len(open(tmp_path / "val" / "2.jsonl").readlines()) == 6
 
 
+@pytest.mark.slow
 def test_val_only_validates_once_and_trains_nothing(tmp_path):
     import json
 
@@ -453,6 +457,7 @@ def test_verl_helper_names_scripts_import():
     assert compute_position_id_with_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
 
 
+@pytest.mark.slow
 def test_train_and_val_max_samples_limit_the_datasets():
     from verl.trainer.main_ppo import build_dataset
     from verl.utils.model import load_tokenizer

@@ -8,6 +8,7 @@ from verl.utils.errors import InvalidArgumentError  # noqa: E402
 from verl.utils.ray_utils import parallel_put  # noqa: E402
 
 
+@pytest.mark.slow
 def test_parallel_put_keeps_order_and_rejects_nothing(tmp_path):
     from verl.single_controller.ray.cluster import init_ray, shutdown_ray
 

@@ -115,6 +115,7 @@ def test_actor_log_probs_with_shared_prefix_equal_the_plain_ones(tiny_policy, pp
     assert (lp1[mask == 0] == 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_dynamic_bsz", [False, True])
 def test_update_with_shared_prefix_equals_the_plain_update(tiny_policy, ppo_actor_config, use_dynamic_bsz):
     data = grouped_batch(seed=3)

@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from verl.utils.tracking import Tracking
 
 CONFIG = {"trainer": {"project_name": "proj", "experiment_name": "exp"}, "actor": {"lr": 1e-3}}
@@ -29,6 +31,7 @@ def test_tensorboard(tmp_path):
     assert [e.value for e in acc.Scalars("actor/pg_loss")] == [0.25]
 
 
+@pytest.mark.slow
 def test_wandb_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -39,6 +42,7 @@ def test_wandb_offline(tmp_path, monkeypatch):
     assert runs and any(f.endswith(".wandb") for f in os.listdir(tmp_path / "wandb" / runs[0]))
 
 
+@pytest.mark.slow
 def test_mlflow_local_store(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     from mlflow.tracking import MlflowClient

@@ -10,6 +10,7 @@ RC = "algorithm.rollout_correction"
 LOG_PROBS = "actor_rollout_ref.rollout.calculate_log_probs=true"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
@@ -46,6 +47,7 @@ def test_unusable_rollout_correction_is_an_error_naming_the_key(overrides, match
         check_ppo_config(load_config("ppo_trainer", overrides))
 
 
+@pytest.mark.slow
 def test_usable_rollout_corrections_pass():
     for overrides in (
         [],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import torch
 
 from verl.trainer.main_ppo import build_trainer
@@ -51,6 +52,7 @@ def two_steps(tmp_path, *extra):
     return metrics, trainer.actor_rollout_wg.actor_module, events
 
 
+@pytest.mark.slow
 def test_async_scoring_overlaps_the_reference_pass_and_changes_nothing(tmp_path):
     inline, module_a, events_a = two_steps(tmp_path / "a")
     overlapped, module_b, events_b = two_steps(tmp_path / "b", "reward_model.launch_reward_fn_async=true")

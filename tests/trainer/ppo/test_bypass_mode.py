@@ -44,6 +44,7 @@ def run(tmp_path, *extra, steps: int = 2):
     return trainer, history, len(calls)
 
 
+@pytest.mark.slow
 def test_bypass_skips_the_pass_and_gives_the_decoupled_step(tmp_path):
     bypass, bypass_history, bypass_calls = run(tmp_path / "bypass", BYPASS)
     decoupled, decoupled_history, decoupled_calls = run(tmp_path / "decoupled")
@@ -66,6 +67,7 @@ def test_bypass_skips_the_pass_and_gives_the_decoupled_step(tmp_path):
         torch.testing.assert_close(p, q, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_bypass_is_bit_for_bit_reproducible_on_cpu(tmp_path):
     first, history_a, _ = run(tmp_path / "a", BYPASS, steps=1)
     second, history_b, _ = run(tmp_path / "b", BYPASS, steps=1)
@@ -76,6 +78,7 @@ def test_bypass_is_bit_for_bit_reproducible_on_cpu(tmp_path):
         assert torch.equal(p, q)
 
 
+@pytest.mark.slow
 def test_bypass_reinforce_with_sequence_weights_and_rejection_trains(tmp_path):
     _, history, calls = run(
         tmp_path,

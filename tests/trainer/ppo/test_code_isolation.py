@@ -129,6 +129,7 @@ def test_main_eval_scoring_code_answers_stops_without_bubblewrap_and_runs_with_r
     assert result["test_score/apps"] == 1.0 and result["errors"] == 0
 
 
+@pytest.mark.slow
 def test_code_generation_eval_refuses_before_loading_the_model(path_without_bwrap, tmp_path):
     env = {**os.environ, "PATH": path_without_bwrap, "PYTHONPATH": ROOT}
     env.pop("VERL_SANDBOX_ISOLATION", None)

@@ -91,6 +91,7 @@ def _fit(overrides: list[str], capsys):
     return trainer, start, capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_destroyed_policy_is_reported_and_rolled_back(tmp_path, capsys):
     trainer, start, out = _fit([f"trainer.default_local_dir={tmp_path}", "trainer.rollback_on_collapse=true"], capsys)
     history = trainer.history
@@ -106,6 +107,7 @@ def test_a_destroyed_policy_is_reported_and_rolled_back(tmp_path, capsys):
         assert torch.equal(p, q)
 
 
+@pytest.mark.slow
 def test_without_rollback_a_collapse_is_said_once(tmp_path, capsys):
     trainer, _, out = _fit([f"trainer.default_local_dir={tmp_path}"], capsys)
     assert out.count("COLLAPSE at step") == 1 and "rolled back" not in out
@@ -147,6 +149,7 @@ PLATEAU = [
 ]
 
 
+@pytest.mark.slow
 def test_a_plateau_rolls_back_to_the_best_validation_and_cuts_the_rate_down_to_its_floor(tmp_path, capsys):
     trainer, start, out = _fit([f"trainer.default_local_dir={tmp_path}", *PLATEAU], capsys)
     history = trainer.history
@@ -163,6 +166,7 @@ def test_a_plateau_rolls_back_to_the_best_validation_and_cuts_the_rate_down_to_i
     assert any(not torch.equal(p, q) for p, q in zip(trainer.actor_rollout_wg.actor_module.parameters(), start))
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_its_cuts_and_its_best(tmp_path, capsys):
     """The checkpoint of a step holds that step's rollback and the watch's state: resumed at step 2, the plateau
     rule still knows its best (step 0) and its scale (x0.25, the floor), so step 3 does not cut from x1 again."""
@@ -231,6 +235,7 @@ def test_the_bold_driver_starts_low_raises_the_rate_on_each_new_best_and_cuts_on
     assert again.lr_scale == 0.5 and again.scale_applied and again.plateau.best == 0.70 and again.cuts == 1
 
 
+@pytest.mark.slow
 def test_a_plateau_rollback_restores_lora_adapters_exactly(tmp_path, capsys):
     """With LoRA the best validation's checkpoint is the adapter alone: the rollback brings those weights back bit
     for bit (CPU), and the frozen base is never touched."""

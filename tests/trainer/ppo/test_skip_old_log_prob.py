@@ -39,6 +39,7 @@ def one_step(tmp_path, *extra):
     return metrics, worker.actor_module, len(calls)
 
 
+@pytest.mark.slow
 def test_skipped_pass_gives_the_same_step(tmp_path):
     skipped, module_a, calls_a = one_step(tmp_path / "a")
     explicit, module_b, calls_b = one_step(tmp_path / "b", "actor_rollout_ref.actor.skip_old_log_prob_on_policy=false")
@@ -49,6 +50,7 @@ def test_skipped_pass_gives_the_same_step(tmp_path):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "extra",
     [
@@ -67,6 +69,7 @@ def test_not_skipped_when_not_provably_on_policy(tmp_path, extra):
     assert calls == 1
 
 
+@pytest.mark.slow
 def test_skipped_pass_still_measures_the_rollout_mismatch(tmp_path):
     """The on-policy update returns the log-probs it used as old ones: the same mismatch metrics as the pass."""
     skipped, _, _ = one_step(tmp_path / "a")

@@ -76,6 +76,7 @@ def test_code_cleaner_example_validates_references_in_the_sandbox(tmp_path):
     assert sorted(r["data_source"] for r in kept) == ["apps", "mbpp"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bwrap_status() is not None, reason=f"no bubblewrap here: {bwrap_status()}")
 def test_code_gen_grpo_config_trains_on_cleaned_code_data(tmp_path):
     """The guide's config (mapped keys) loads, and one GRPO step runs on code_cleaner output with rewards from the

@@ -34,6 +34,7 @@ def _with_old_log_probs(model, seed: int):
     return data
 
 
+@pytest.mark.slow
 def test_rollout_is_weights_scale_each_token_loss(model):
     data = _with_old_log_probs(model, seed=11)
     common = dict(ppo_mini_batch_size=len(data), ppo_micro_batch_size_per_gpu=4, **COMMON)
@@ -43,6 +44,7 @@ def test_rollout_is_weights_scale_each_token_loss(model):
     assert _step_size(weighted, model) == pytest.approx(0.25 * _step_size(plain, model), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_token_weights_from_the_trainer_equal_the_actors_own_truncated_weights(model):
     """rollout_is=token with rollout_is_threshold=C is the weight tis_imp_ratio_cap=C computes in the actor."""
     data = _with_old_log_probs(model, seed=12)

@@ -41,6 +41,7 @@ def _same(a, b) -> bool:
     return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
+@pytest.mark.slow
 def test_drift_metric_is_the_kl_of_the_second_mini_batch_after_the_first_step(model, data):
     module, metrics, _ = _update(model, data, 1e-3, target_kl=1e9, early_stop_ratio=0.0)
     # recompute: the policy after the first mini-batch's step, on the second mini-batch's rows

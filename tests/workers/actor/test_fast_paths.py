@@ -155,6 +155,7 @@ def _assert_same_weights(a, b, atol=1e-5):
         torch.testing.assert_close(p, q, atol=atol, rtol=1e-4, msg=f"{name} differs")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_agg_mode", list(core_algos.LOSS_AGG_MODES))
 def test_every_micro_batching_gives_the_whole_mini_batch_gradient(model, loss_agg_mode):
     data = make_batch(seed=2)
@@ -178,6 +179,7 @@ def test_every_micro_batching_gives_the_whole_mini_batch_gradient(model, loss_ag
         _assert_same_weights(other, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_mode", ["sapo", "geo_mean", "dppo_tv", "dppo_kl", "cispo", "gpg"])
 def test_verl_policy_losses_run_through_the_actor_with_exact_micro_batching(model, loss_mode):
     """Each registered loss's (loss, metrics) reaches the update: micro-batches of 3 rows give the whole mini-batch's
@@ -196,6 +198,7 @@ def test_verl_policy_losses_run_through_the_actor_with_exact_micro_batching(mode
         assert m_micro[key] == pytest.approx(m_ref[key], rel=1e-5, abs=1e-7), key
 
 
+@pytest.mark.slow
 def test_on_policy_update_without_old_log_probs_equals_the_explicit_pass(model):
     data = make_batch(seed=3)
     data.meta_info["temperature"] = 1.0
@@ -221,6 +224,7 @@ def test_bf16_autocast_stays_close_to_fp32(model):
     assert (lp1[mask] - lp0[mask]).abs().max() < 0.1
 
 
+@pytest.mark.slow
 def test_gspo_averages_per_sequence_whatever_loss_agg_mode_says(model, caplog):
     """GSPO's objective is (1/G) sum over sequences: with the default token-mean setting the update equals the
     seq-mean-token-mean one (policy, KL and micro-batch weights alike), and a warning says so."""
@@ -238,6 +242,7 @@ def test_gspo_averages_per_sequence_whatever_loss_agg_mode_says(model, caplog):
     assert any(not torch.equal(p, q) for p, q in zip(vanilla.parameters(), tok.parameters()))
 
 
+@pytest.mark.slow
 def test_truncated_importance_sampling_reaches_the_update(model):
     """actor.tis_imp_ratio_cap: the sampler's own log-probs (rollout_log_probs) weight the loss; a batch without
     them is an error naming the key."""
@@ -262,6 +267,7 @@ def test_missing_old_log_probs_off_policy_is_an_error(model):
         _one_update(model, data, ppo_mini_batch_size=len(data), ppo_epochs=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entropy_coeff", [0.0, 0.01])
 def test_chunked_log_prob_pass_gives_the_default_passs_update(model, entropy_coeff):
     """``entropy_from_logits_with_chunking``: the same update (log-probs, entropy and its gradient when it is in the

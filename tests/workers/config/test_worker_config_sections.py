@@ -105,6 +105,7 @@ def test_megatron_sections_construct_with_verls_defaults():
     assert FSDPEngineConfig(wrap_policy={"min_num_params": 0}).wrap_policy == {"min_num_params": 0}
 
 
+@pytest.mark.slow
 def test_the_loaded_sections_build_their_dataclasses_with_derived_keys():
     config = load_config(
         "ppo_trainer", ["actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.optim.warmup_style=cosine"]

@@ -23,6 +23,7 @@ def tok():
     return tokenizer()
 
 
+@pytest.mark.slow
 def test_hung_and_crashing_checks_cost_one_sample_each(tok):
     batch = make_batch(tok, ["12", "loop", "crash", "7"], ["12", "1", "1", "8"])
     manager = PrimeRewardManager(tok, 0, check, error_score=-1.0, num_processes=4, timeout=5.0)

@@ -98,6 +98,7 @@ def test_greedy_equals_hf_generate(which, retire, request):
         assert (lengths < response_length).any() and (lengths == response_length).any()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retire", [True, False])
 def test_samples_do_not_depend_on_how_the_batch_is_split(shipped, retire):
     """Each row's draws are keyed by its sample_index: the whole batch, micro-batched generation and two halves
@@ -222,6 +223,7 @@ def test_rollout_log_probs_equal_full_forward(shipped, sampling):
 # --------------------------------------------------------------------------------------------------- sampling
 
 
+@pytest.mark.slow
 def test_same_seed_same_samples_and_rng_state_replays(shipped):
     model, tokenizer = shipped
     prompts = make_prompts(tokenizer, QUESTIONS * 2)

@@ -1,0 +1,120 @@
+"""The two test tiers and the rule that keeps them apart (used by tests/conftest.py).
+
+* Fast tier: ``python -m pytest tests -m "not slow"``: unit tests and a handful of one-step smoke jobs.
+* Full tier: ``python -m pytest tests -n 2 --dist loadgroup`` (the README's command): everything, on both cores.
+
+The rule: a test without ``@pytest.mark.slow`` whose setup and call take longer than the budget fails, and its
+message says to mark it. The budget is ``DEFAULT_BUDGET_S`` on a quiet 2-core AVX-512 machine, scaled by how much
+slower this machine runs a fixed reference workload right now (an AVX2-only CPU, or a busy one), at most
+``MAX_SLOWDOWN`` times. ``VERL_FAST_TEST_BUDGET_S`` sets another budget (0 turns the rule off).
+
+Heavy modules, those that start Ray or vLLM, share one pytest-xdist group, so under ``--dist loadgroup`` they run one
+after another on one worker and never fight over ports, /dev/shm or the cores they each assume they have.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_BUDGET_S = 2.0
+MAX_SLOWDOWN = 4.0
+BUDGET_ENV = "VERL_FAST_TEST_BUDGET_S"
+SPEED_ENV = "VERL_TEST_SPEED"  # a fixed slowdown factor instead of the measured one
+# The reference workload's best time on a quiet 2-core AMD EPYC with AVX-512 (one thread).
+REFERENCE_S = 0.012
+HEAVY = re.compile(
+    r"^\s*(import ray|from ray|import vllm|from vllm)\b|ray\.init\(|backend=ray|rollout\.name=vllm", re.M
+)
+
+
+def _reference_workload() -> float:
+    """Seconds for a fixed mix of interpreter work and small float32 matmuls (what tiny-model tests do)."""
+    import torch
+
+    a = torch.ones(128, 128)
+    start = time.perf_counter()
+    total = 0
+    for i in range(60_000):
+        total += i % 7
+    for _ in range(200):
+        a = (a @ a).clamp_(max=1.0)
+    return time.perf_counter() - start
+
+
+def measure_speed() -> float:
+    """How many times slower than the reference machine this one runs right now (best of three)."""
+    if os.environ.get(SPEED_ENV):
+        return float(os.environ[SPEED_ENV])
+    return min(_reference_workload() for _ in range(3)) / REFERENCE_S
+
+
+@functools.cache
+def session_speed() -> float:
+    return measure_speed()
+
+
+def budget_s(speed: float) -> float | None:
+    """The fast tier's per-test budget on a machine ``speed`` times slower than the reference; None: no rule."""
+    base = float(os.environ.get(BUDGET_ENV, DEFAULT_BUDGET_S))
+    if base <= 0:
+        return None
+    return base * min(max(speed, 1.0), MAX_SLOWDOWN)
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    return item.get_closest_marker("slow") is not None
+
+
+def timed_setup(item: pytest.Item):
+    """Hook body for ``pytest_runtest_setup``: remembers how long the fixtures took."""
+    start = time.perf_counter()
+    try:
+        return (yield)
+    finally:
+        item.stash[_SETUP_S] = time.perf_counter() - start
+
+
+def check_budget(item: pytest.Item):
+    """Hook body for ``pytest_runtest_call``: a fast-tier test over its budget fails (its own failure wins)."""
+    start = time.perf_counter()
+    result = yield
+    took = item.stash.get(_SETUP_S, 0.0) + time.perf_counter() - start
+    budget = budget_s(session_speed())
+    # Re-measure before failing: the machine may be busier now than when the session started.
+    if budget is not None and took > budget and not _is_slow(item):
+        budget = budget_s(max(session_speed(), measure_speed()))
+        if took > budget:
+            pytest.fail(
+                f"{item.nodeid} took {took:.1f} s, over the fast tier's budget of {budget:.1f} s on this machine: "
+                "mark it @pytest.mark.slow (or the module: pytestmark = pytest.mark.slow), or make it faster "
+                f"(tests/tiers.py; {BUDGET_ENV}=0 turns the rule off)",
+                pytrace=False,
+            )
+    return result
+
+
+_SETUP_S = pytest.StashKey[float]()
+
+
+@functools.cache
+def _module_group(path: str) -> str | None:
+    return heavy_group(Path(path).read_text())
+
+
+def heavy_group(source: str) -> str | None:
+    """The xdist group of a test module that starts Ray or vLLM (one group for both: they share /dev/shm)."""
+    return "ray-vllm" if HEAVY.search(source) else None
+
+
+def group_heavy_tests(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _module_group(str(item.path))
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(name=group))
