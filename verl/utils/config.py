@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import functools
 import importlib
+import os
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -35,6 +36,9 @@ __all__ = [
     "job_schema",
     "load_config",
     "load_yaml",
+    "choose_recipe",
+    "recipe_names",
+    "recipe_path",
     "omega_conf_to_dataclass",
     "parse_overrides",
     "schema_keys",
@@ -300,17 +304,73 @@ def _coerce(hint: Any, value: Any) -> Any:
 
 
 def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
-    """Build a job's validated config: schema defaults < ``--config`` files < ``key=value`` args < ``overrides``."""
+    """Build a job's validated config: schema defaults < recipe < ``--config`` files < ``key=value`` args <
+    ``overrides``. The recipe (``recipe=<name or file.yaml>``) is a named set of tuned overrides; a job with a
+    ``DEFAULT_RECIPE`` gets it when the run names none and sets none of ``USER_TASK_KEYS`` to a path of its own."""
     loader = _Loader(name)
     files, arg_overrides = parse_overrides(argv or [])
+    sources = [(f"config file {path!r}", list(load_yaml(path).items())) for path in files]
+    sources.append(("command line", [(key, value) for key, value, _ in arg_overrides]))
+    sources.append(("overrides", list((overrides or {}).items())))
+    recipe = choose_recipe(name, {k: v for _, items in sources for k, v in _flatten(items)})
+    if recipe is not None:
+        for key, value in load_yaml(recipe_path(recipe)).items():
+            loader.set(str(key), value, source=f"recipe {recipe!r}")
+    if "recipe" in _field_hints(loader.root):
+        loader.set("recipe", recipe or "none", source="recipe")
     for path in files:
         for key, value in load_yaml(path).items():
             loader.set(str(key), value, source=f"config file {path!r}")
     for key, value, is_new in arg_overrides:
         loader.set(key, value, source="command line", allow_new=is_new)
     for key, value in (overrides or {}).items():
-        loader.set(key, value, source="overrides")
+        if key != "recipe":
+            loader.set(key, value, source="overrides")
     return loader.resolve()
+
+
+# ------------------------------------------------------------------------------------------------ recipes
+RECIPE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "trainer", "config", "recipes")
+
+
+def recipe_names() -> list[str]:
+    """The recipes shipped with verl (``verl/trainer/config/recipes/<name>.yaml``)."""
+    return sorted(f[: -len(".yaml")] for f in os.listdir(RECIPE_DIR) if f.endswith(".yaml"))
+
+
+def recipe_path(recipe: str) -> str:
+    """The YAML file of a recipe: a shipped recipe's name, or a path to a YAML file of overrides."""
+    if recipe.endswith((".yaml", ".yml")) or os.sep in recipe:
+        return recipe
+    if recipe not in recipe_names():
+        raise ConfigError(f"unknown recipe {recipe!r}: one of {recipe_names()}, a YAML file, or none")
+    return os.path.join(RECIPE_DIR, f"{recipe}.yaml")
+
+
+def choose_recipe(name: str, given: Mapping[str, Any]) -> str | None:
+    """The recipe a run of job ``name`` gets from its flattened settings ``given``: the one it names (``none``: no
+    recipe), else the job's default recipe when it sets none of the job's user-task keys to a path of its own."""
+    named = given.get("recipe")
+    if named is not None:
+        return None if str(named).lower() == "none" else str(named)
+    module = importlib.import_module(JOBS[name][0])
+    default = getattr(module, "DEFAULT_RECIPE", None)
+    user_task = [k for k in getattr(module, "USER_TASK_KEYS", ()) if k in given and not _is_builtin(given[k])]
+    return default if default and not user_task else None
+
+
+def _is_builtin(value: Any) -> bool:
+    values = value if isinstance(value, (list, tuple, ListConfig)) else [value]
+    return all(isinstance(v, str) and v.startswith("builtin://") for v in values)
+
+
+def _flatten(items: Iterable[tuple[Any, Any]], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in items:
+        path = f"{prefix}{str(key).lstrip('+')}"
+        if isinstance(value, Mapping) and value:
+            yield from _flatten(value.items(), f"{path}.")
+        else:
+            yield path, value
 
 
 def to_yaml(cfg: DictConfig) -> str:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib
 import inspect
 import io
+import os
 import textwrap
 import tokenize
 
+import yaml
 from omegaconf import OmegaConf
 
 from verl.utils.config import _field_hints, _is_group, default_config, job_schema
@@ -91,19 +94,45 @@ def _cell(text: str) -> str:
     return text.replace("|", "&#124;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def verl_marks(job: str) -> dict[str, str] | None:
+    """``{key: "verl" | "ours" | "exception: why"}`` for a job whose module ships verl's key list beside it."""
+    module = importlib.import_module(job_schema(job).__module__)
+    path = os.path.join(os.path.dirname(module.__file__), f"verl_{job}_keys.yaml")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        verl_keys = set(yaml.safe_load(f))
+    exceptions = getattr(module, "VERL_DEFAULT_EXCEPTIONS", {})
+    return {
+        key: f"exception: {exceptions[key]}" if key in exceptions else "verl" if key in verl_keys else "ours"
+        for key, _, group in key_rows(job_schema(job))
+        if not group
+    }
+
+
 def render(job: str, command: str) -> str:
     root = job_schema(job)
     defaults = OmegaConf.to_container(default_config(job), resolve=False)
+    marks = verl_marks(job)
     out = [f"## `{job}`", "", f"{command}; the schema: `{root.__module__}.{root.__name__}`.", ""]
-    out += ["| key | default | meaning |", "|---|---|---|"]
+    if marks is None:
+        out += ["| key | default | meaning |", "|---|---|---|"]
+    else:
+        out += [
+            "Default column: *verl*: verl's default; *ours*: a key verl lacks; *exception*: differs from verl's, why.",
+            "",
+            "| key | default | default is | meaning |",
+            "|---|---|---|---|",
+        ]
     for key, comment, group in key_rows(root):
         if group:
-            out.append(f"| `{key}.*` | | {_cell(comment)} |")
+            out.append(f"| `{key}.*` | |{' |' if marks is not None else ''} {_cell(comment)} |")
             continue
         value = defaults
         for part in key.split("."):
             value = value[part]
-        out.append(f"| `{key}` | `{_shown(value)}` | {_cell(comment)} |")
+        mark = f" {_cell(marks[key])} |" if marks is not None else ""
+        out.append(f"| `{key}` | `{_shown(value)}` |{mark} {_cell(comment)} |")
     return "\n".join(out) + "\n"
 
 
@@ -113,7 +142,8 @@ def reference() -> str:
         "",
         "Generated from the schemas (`verl/trainer/config/`, `verl/workers/config/`) by",
         "`python -m verl.utils.config_reference > docs/config_reference.md` (a test checks it is current). How to set",
-        "keys: [config.md](config.md). `${a.b}` is a default taken from key `a.b`.",
+        "keys: [config.md](config.md). `${a.b}` is a default taken from key `a.b`. The defaults are verl's for verl's",
+        "keys; the built-in task's tuned values are the `quickstart` recipe ([recipes.md](recipes.md)).",
         "",
     ]
     return "\n".join(head) + "\n" + "\n".join(render(job, command) for job, command in JOBS)

@@ -25,21 +25,21 @@ class RLDataConfig(BaseConfig):
 
     tokenizer: str | None = None  # defaults to the actor model's tokenizer
     # parquet/JSONL files (verl's columns) or builtin://<task>/<split>
-    train_files: list[str] = field(default_factory=lambda: ["builtin://arithmetic/train"])
+    train_files: list[str] = field(default_factory=lambda: ["~/data/rlhf/gsm8k/train.parquet"])
     # validation prompts, scored by the same reward function
-    val_files: list[str] = field(default_factory=lambda: ["builtin://arithmetic/test"])
+    val_files: list[str] = field(default_factory=lambda: ["~/data/rlhf/gsm8k/test.parquet"])
     prompt_key: str = "prompt"  # column holding the chat messages (or a plain string)
     reward_fn_key: str = "data_source"  # column that picks each row's rule scorer
-    max_prompt_length: int = 64  # longer prompts are filtered or truncated (data.truncation)
-    max_response_length: int = 32  # tokens sampled per response at most
-    train_batch_size: int = 64  # prompts per step
+    max_prompt_length: int = 512  # longer prompts are filtered or truncated (data.truncation)
+    max_response_length: int = 512  # tokens sampled per response at most
+    train_batch_size: int = 1024  # prompts per step
     val_batch_size: int | None = None  # null: the whole validation set in one generation call
-    filter_overlong_prompts: bool = True  # drop prompts longer than max_prompt_length (count logged)
+    filter_overlong_prompts: bool = False  # drop prompts longer than max_prompt_length (count logged)
     truncation: str = "error"  # when not filtered: error | left | right
     shuffle: bool = True  # reshuffle the training prompts every epoch (seeded)
     seed: int | None = None  # data order seed; null: trainer.seed
     # keep each prompt's messages in the batch (raw_prompt): a reward model's chat template reads them
-    return_raw_chat: bool = False
+    return_raw_chat: bool = True
     # > 0: train on that many rows (a seeded random subset when data.shuffle, else the first)
     train_max_samples: int = -1
     val_max_samples: int = -1  # > 0: validate on that many rows (chosen as train_max_samples)

@@ -81,16 +81,15 @@ class LrPlateauConfig(BaseConfig):
 class TrainerConfig(BaseConfig):
     """The run: its length, validation and checkpoint cadence, loggers, seed, backend and devices."""
 
-    project_name: str = "verl-ppo"  # names the run directory (and W&B/MLflow project)
-    experiment_name: str = "arithmetic-grpo"  # names the run directory (and the W&B/MLflow run)
+    project_name: str = "verl_examples"  # names the run directory (and W&B/MLflow project)
+    experiment_name: str = "gsm8k"  # names the run directory (and the W&B/MLflow run)
     # metrics, config, checkpoints
-    default_local_dir: str = "outputs/${trainer.project_name}/${trainer.experiment_name}"
-    total_epochs: int = 100  # used when total_training_steps is null
-    # overrides total_epochs when set; 200: the quick start ends within +-4 points over seeds (docs/results.md)
-    total_training_steps: int | None = 200
+    default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"
+    total_epochs: int = 30  # used when total_training_steps is null
+    total_training_steps: int | None = None  # overrides total_epochs when set
     val_before_train: bool = True  # validate once before the first step (step 0)
-    test_freq: int = 10  # -1 disables
-    save_freq: int = 50  # -1 disables; the last step is saved too when > 0
+    test_freq: int = -1  # -1 disables
+    save_freq: int = -1  # -1 disables; the last step is saved too when > 0
     resume_mode: str = "auto"  # auto | disable | resume_path
     resume_from_path: str | None = None  # a global_step_N directory (resume_mode=resume_path)
     max_actor_ckpt_to_keep: int | None = None  # keep the newest N checkpoints (null: all)
@@ -191,8 +190,7 @@ class PPOTrainerConfig(BaseConfig):
     reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)  # reward model and reward shaping
     # your reward function
     custom_reward_function: CustomRewardFunctionConfig = field(default_factory=CustomRewardFunctionConfig)
-    # estimator, KL, dynamic sampling (this job starts from GRPO; verl's AlgoConfig default is gae)
-    algorithm: AlgoConfig = field(default_factory=lambda: AlgoConfig(adv_estimator="grpo"))
+    algorithm: AlgoConfig = field(default_factory=AlgoConfig)  # estimator, KL, dynamic sampling
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # the run
     ray_init: RayInitConfig = field(default_factory=RayInitConfig)  # trainer.backend=ray
     reward_manager: RewardManagerConfig = field(default_factory=RewardManagerConfig)  # which reward manager scores
@@ -201,6 +199,71 @@ class PPOTrainerConfig(BaseConfig):
     transfer_queue: TransferQueueConfig = field(default_factory=TransferQueueConfig)  # streamed batches
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)  # verl's newer Ray settings (-> ray_init)
     sandbox: CodeSandboxConfig = field(default_factory=CodeSandboxConfig)  # isolation of model-written code run here
+    # ours: the named recipe applied under the overrides (verl/trainer/config/recipes/<name>.yaml, or a YAML path);
+    # null: quickstart when no model and no data are given (or only builtin:// ones), else none. none: no recipe
+    recipe: str | None = None
+
+
+# The recipe a run gets when it names none and trains a built-in model on built-in data (docs/recipes.md).
+DEFAULT_RECIPE = "quickstart"
+# A run that sets one of these to a path of its own is the user's task: verl's defaults, no recipe.
+USER_TASK_KEYS = ("actor_rollout_ref.model.path", "data.train_files", "data.val_files")
+
+_MACHINE = "the machine: one CPU process by default (verl assumes 8 GPUs); set it for yours"
+_MICRO = (
+    "verl's null stops a run that sets neither this nor use_dynamic_bsz; 128 runs, and micro-batching (gradient "
+    "accumulation) leaves the math as it is"
+)
+_NO_EFFECT = "accepted, no effect here (its null means verl's value)"
+_ROLLOUT_DTYPE = "fp32: bf16 sampling on a CPU without bf16 units is slow and less exact; set bf16 where it is fast"
+# Keys verl has whose default differs here on purpose, each with the reason (docs/config_reference.md shows them;
+# tests/trainer/config/test_verl_defaults.py fails on any other difference from verl's defaults).
+VERL_DEFAULT_EXCEPTIONS: dict[str, str] = {
+    "actor_rollout_ref.actor.strategy": "dp: the in-process worker; fsdp is FSDP2 on trainer.backend=ray",
+    "actor_rollout_ref.ref.strategy": "follows actor.strategy",
+    "critic.strategy": "as actor.strategy",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": _MICRO,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": _MICRO,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": _MICRO,
+    "critic.ppo_micro_batch_size_per_gpu": _MICRO,
+    "critic.forward_micro_batch_size_per_gpu": _MICRO,
+    "reward_model.micro_batch_size_per_gpu": _MICRO,
+    "actor_rollout_ref.rollout.name": "hf: the built-in sampler, always installed (verl makes you choose)",
+    "actor_rollout_ref.rollout.mode": "sync: the hybrid engine in the trainer's process (async: agent-loop servers)",
+    "actor_rollout_ref.rollout.dtype": _ROLLOUT_DTYPE,
+    "actor_rollout_ref.rollout.enforce_eager": "vllm's CPU build runs eagerly (no CUDA graphs)",
+    "actor_rollout_ref.rollout.load_format": "vllm in the hybrid engine: random start, the actor's weights synced",
+    "reward_model.rollout.name": "as actor_rollout_ref.rollout.name",
+    "reward_model.rollout.dtype": _ROLLOUT_DTYPE,
+    "reward_model.rollout.load_format": "as actor_rollout_ref.rollout.load_format",
+    "reward_model.rollout.max_num_seqs": "the RolloutConfig default (verl gives this section its own)",
+    "reward_model.rollout.skip_tokenizer_init": "the RolloutConfig default (no effect: the hf sampler)",
+    "reward_model.rollout.prompt_length": "the RolloutConfig default (a generative reward model sets its own)",
+    "reward_model.rollout.response_length": "the RolloutConfig default (a generative reward model sets its own)",
+    "reward_model.model.path": "null: no reward model (verl's placeholder names a model a new user lacks)",
+    "reward_model.model.input_tokenizer": "null: the policy's tokenizer (verl's interpolation of the same)",
+    "reward_model.n_gpus_per_node": _MACHINE,
+    "reward_model.nnodes": _MACHINE,
+    "trainer.n_gpus_per_node": _MACHINE,
+    "trainer.device": _MACHINE,
+    "trainer.logger": "console + file (metrics.jsonl, read by the tuner and tools); wandb needs an account",
+    "actor_rollout_ref.actor.optim.min_lr_ratio": _NO_EFFECT,
+    "critic.optim.min_lr_ratio": _NO_EFFECT,
+    "actor_rollout_ref.actor.fsdp_config.wrap_policy.min_num_params": _NO_EFFECT,
+    "actor_rollout_ref.ref.fsdp_config.wrap_policy.min_num_params": _NO_EFFECT,
+    "critic.model.fsdp_config.wrap_policy.min_num_params": _NO_EFFECT,
+    "reward_model.model.fsdp_config.wrap_policy.min_num_params": _NO_EFFECT,
+    "actor_rollout_ref.rollout.engine_kwargs.vllm": _NO_EFFECT,
+    "actor_rollout_ref.rollout.engine_kwargs.sglang": _NO_EFFECT,
+    "actor_rollout_ref.rollout.engine_kwargs.trtllm": _NO_EFFECT,
+    "algorithm.pf_ppo.reweight_method": _NO_EFFECT,
+    "algorithm.pf_ppo.weight_pow": _NO_EFFECT,
+    "actor_rollout_ref.actor.profiler.save_path": _NO_EFFECT,
+    "actor_rollout_ref.ref.profiler.save_path": _NO_EFFECT,
+    "actor_rollout_ref.rollout.profiler.save_path": _NO_EFFECT,
+    "critic.profiler.save_path": _NO_EFFECT,
+    "reward_model.profiler.save_path": _NO_EFFECT,
+}
 
 
 # Keys whose default is another key's value (a ${...} interpolation, resolved when the config loads): set either.

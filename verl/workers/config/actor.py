@@ -76,9 +76,6 @@ class PolicyLossConfig(BaseConfig):
     rollout_correction: Any = None
 
 
-DEFAULT_ACTOR_LR = 2.0e-4  # actor.optim.lr's default: the ceiling of actor.trust_region's learning rate
-
-
 @dataclass
 class TrustRegionConfig(BaseConfig):
     """Update-size control (``actor.trust_region``; `verl.core_algos.trust_region`): each mini-batch after a step's
@@ -89,8 +86,7 @@ class TrustRegionConfig(BaseConfig):
     fast as the KL allows: Adam's first steps are its largest). Needs more than one mini-batch per step or
     ppo_epochs > 1 (the first mini-batch is on-policy); ``actor/policy_drift_kl`` is logged either way."""
 
-    # null (auto): on at the default optim.lr, off when a script sets its own (verl's fixed rate); true / false
-    enable: bool | None = None
+    enable: bool = False  # ours (verl has no trust region): off keeps verl's fixed rate; the quickstart recipe turns it on
     target_kl: float = 0.0005  # the drift, KL(pi_old || pi_theta) per response token, a mini-batch step should reach
     early_stop_ratio: float = 4.0  # skip the step's remaining mini-batches past this x target_kl (0: never)
     adapt_lr: bool = True  # steer the learning rate toward target_kl (false: only the early stop)
@@ -122,10 +118,8 @@ class TrustRegionConfig(BaseConfig):
 
 
 def trust_region_enabled(actor: Any) -> bool:
-    """``actor.trust_region.enable`` resolved: null (auto) is on at the default learning rate and off when the
-    script set its own ``optim.lr`` (so a verl script keeps verl's fixed rate)."""
-    enable = actor.trust_region.enable
-    return bool(enable) if enable is not None else float(actor.optim.lr) == DEFAULT_ACTOR_LR
+    """Whether ``actor.trust_region`` steers this actor's updates (``trust_region.enable``)."""
+    return bool(actor.trust_region.enable)
 
 
 @dataclass
@@ -141,7 +135,7 @@ class ActorConfig(BaseConfig):
 
     # dp | fsdp | fsdp2: the data-parallel worker (FSDP2 with backend=ray); megatron is not implemented
     strategy: str = "dp"
-    ppo_mini_batch_size: int = 16  # prompts per optimizer step (x rollout.n responses), over all workers
+    ppo_mini_batch_size: int = 256  # prompts per optimizer step (x rollout.n responses), over all workers
     # responses per forward/backward (null: only with use_dynamic_bsz or the deprecated ppo_micro_batch_size)
     ppo_micro_batch_size_per_gpu: int | None = 128
     use_dynamic_bsz: bool = False  # micro-batches by token budget instead of ppo_micro_batch_size_per_gpu
@@ -164,7 +158,7 @@ class ActorConfig(BaseConfig):
     # algorithm.rollout_correction.rollout_is=token with rollout_is_threshold=cap; setting both is an error)
     tis_imp_ratio_cap: float = -1
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)  # the loss function and its knobs
-    optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=DEFAULT_ACTOR_LR))  # AdamW
+    optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-6))  # AdamW
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)  # update-size control (KL to pi_old)
     # deprecated in verl: responses per micro-batch over all workers; sets ppo_micro_batch_size_per_gpu = it // workers
     ppo_micro_batch_size: int | None = None

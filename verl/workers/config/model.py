@@ -33,9 +33,9 @@ class MtpConfig(BaseConfig):
 class HFModelConfig(BaseConfig):
     """The policy (``actor_rollout_ref.model``): one HF causal-LM directory shared by actor, rollout and reference."""
 
-    path: str = "builtin://tiny-qwen2-arith-sft"  # any local HF model directory
+    path: str = "~/models/deepseek-llm-7b-chat"  # any local HF model directory (builtin://<name>: a shipped one)
     dtype: str = "fp32"  # fp32 | bf16
-    enable_gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% more compute
+    enable_gradient_checkpointing: bool = True  # recompute activations in backward: less memory, ~30% more compute
     use_remove_padding: bool = True  # packed (padding-free) log-prob/update passes; docs/performance.md
     # each repeated prompt computed once in log-prob/update passes (exact; docs/performance.md)
     use_shared_prefix: bool = True
@@ -76,9 +76,9 @@ class HFModelConfig(BaseConfig):
 class FSDPCriticModelCfg(BaseConfig):
     """The value model (``critic.model``): a token-classification head (one label) on a causal LM."""
 
-    path: str = "builtin://tiny-qwen2-arith-sft"  # a value head (num_labels=1) is added on this causal LM
+    path: str = "~/models/deepseek-llm-7b-chat"  # a value head (num_labels=1) is added on this causal LM
     dtype: str = "fp32"  # fp32 | bf16
-    enable_gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% more compute
+    enable_gradient_checkpointing: bool = True  # recompute activations in backward: less memory, ~30% more compute
     fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)  # FSDP2 sharding (trainer.backend=ray)
     use_remove_padding: bool = False  # no effect: the critic's passes are padded
     tokenizer_path: str | None = None  # no effect: the critic reads the actor's token ids

@@ -114,10 +114,8 @@ class RolloutConfig(BaseConfig):
     """How responses are sampled: the engine, sampling parameters, lengths and the sampler's fast paths."""
 
     name: str = "hf"  # hf: the built-in KV-cache sampler | vllm: a vLLM engine in the actor's worker (pip install vllm)
-    n: int = 8  # responses per prompt
-    # sampling temperature; 0 = greedy (log-probs then scored at 1). The trainer's 0.5 (verl: 1.0) learns more on the
-    # learning suite (docs/ppo.md#sampling-and-ported-verl-keys); main_generation and the server sample at 1.0
-    temperature: float = 0.5
+    n: int = 1  # responses per prompt
+    temperature: float = 1.0  # sampling temperature; 0 = greedy (log-probs then scored at 1)
     top_k: int = -1  # -1: off
     top_p: float = 1.0  # nucleus sampling; 1.0: off
     do_sample: bool = True  # false: greedy
@@ -136,7 +134,7 @@ class RolloutConfig(BaseConfig):
     fused_decode: bool = True  # decode steps of Llama-family models with fused q/k/v and gate/up matmuls (same math; others: the generic forward)
     ignore_eos: bool = False  # true: keep sampling past EOS up to response_length
     # validation sampling: greedy by default
-    val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False))
+    val_kwargs: SamplingConfig = field(default_factory=lambda: SamplingConfig(do_sample=False, temperature=0.0))
     # sync: the batch call | async: verl's agent loop over the rollout's per-request generate (trainer.backend=local;
     # on the Ray backend async samples through the batch call); docs/agent_loop.md
     mode: str = "sync"
@@ -149,7 +147,7 @@ class RolloutConfig(BaseConfig):
     free_cache_engine: bool = True  # vllm on GPU: sleep mode frees the KV cache while training (no-op on CPU)
     enable_chunked_prefill: bool = True  # vllm: split long prefills across engine steps
     max_num_batched_tokens: int = 8192  # vllm: tokens per engine step (at least max_model_len); hf: micro_batch_size
-    max_num_seqs: int = 1024  # most sequences decoded at once (vllm: running sequences; both: generate requests)
+    max_num_seqs: int = 256  # most sequences decoded at once (vllm: running sequences; both: generate requests)
     # most prompt + response tokens (null: vllm prompt_length + response_length; hf generate: max_position_embeddings)
     max_model_len: int | None = None
     load_format: str = "dummy_dtensor"  # vllm: dummy*: random start, the actor's weights given before sampling
