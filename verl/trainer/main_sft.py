@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -155,15 +156,8 @@ def warn_short_val_generation(rows: list, tokenizer, response_key: str, max_new_
     return longest
 
 
-def run_sft(config: DictConfig) -> dict[str, Any]:
-    """Train per ``config``; returns the final validation metrics and the checkpoint path."""
-    check_sft_ported_keys(config)
-    set_seed(config.trainer.seed)
-    out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.yaml"), "w") as f:
-        f.write(OmegaConf.to_yaml(config))
-
+def _check_sft_sizes(config: DictConfig) -> None:
+    """Batch sizes and the log cadence count sequences or steps, and micro-batches must tile the batch."""
     d = config.data
     for key, value in (
         ("data.train_batch_size", d.train_batch_size),
@@ -177,16 +171,29 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
             f"data.train_batch_size={d.train_batch_size} must be a multiple of "
             f"data.micro_batch_size_per_gpu={d.micro_batch_size_per_gpu}"
         )
-    m = config.model
+
+
+def _make_output_dir(config: DictConfig) -> str:
+    """``trainer.default_local_dir`` made absolute and created, with the run's config written there first."""
+    out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.yaml"), "w") as f:
+        f.write(OmegaConf.to_yaml(config))
+    return out_dir
+
+
+def load_sft_model(model_cfg: DictConfig, seed: int) -> tuple[Any, torch.nn.Module, bool]:
+    """(tokenizer, model, whether LoRA trains adapters only) for ``config.model``; LoRA adapters are drawn from
+    ``seed``."""
+    m = model_cfg
     import_external_lib(m.external_lib)
-    remote_code = m.trust_remote_code
-    tokenizer = load_tokenizer(m.partial_pretrain, padding_side="right", trust_remote_code=remote_code)
-    model = load_causal_lm(m.partial_pretrain, dtype=m.dtype, trust_remote_code=remote_code)
+    tokenizer = load_tokenizer(m.partial_pretrain, padding_side="right", trust_remote_code=m.trust_remote_code)
+    model = load_causal_lm(m.partial_pretrain, dtype=m.dtype, trust_remote_code=m.trust_remote_code)
     if m.enable_gradient_checkpointing:
         model.gradient_checkpointing_enable()
     lora = lora_enabled(m)
     if lora:
-        model = wrap_lora(model, m, config.trainer.seed)
+        model = wrap_lora(model, m, seed)
         if m.enable_gradient_checkpointing:
             model.enable_input_require_grads()  # reentrant checkpoints pass grads on only to inputs requiring them
         counts = count_parameters(model)
@@ -194,13 +201,25 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
             f"LoRA: training {counts['trainable']:,} of {counts['total']:,} parameters "
             f"({counts['trainable'] / max(1, counts['total']):.2%}); checkpoints are PEFT adapter directories"
         )
+    return tokenizer, model, lora
 
-    train_ds, val_ds = build_sft_datasets(config, tokenizer)
+
+def _held_out_rows(config: DictConfig, tokenizer) -> list:
+    """The validation rows that greedy accuracy replays (at most ``trainer.val_max_samples``)."""
+    d = config.data
     val_rows = read_parquet_rows(d.val_files)
     if config.trainer.val_max_samples > 0:
         val_rows = val_rows[: config.trainer.val_max_samples]
     if not d.multiturn.enable:
         warn_short_val_generation(val_rows, tokenizer, d.response_key, config.trainer.val_generation_max_new_tokens)
+    return val_rows
+
+
+def build_sft_loaders(
+    config: DictConfig, train_ds: torch.utils.data.Dataset, val_ds: torch.utils.data.Dataset
+) -> tuple[torch.utils.data.DataLoader, torch.utils.data.DataLoader]:
+    """Full training batches (shuffled from ``trainer.seed`` with ``data.shuffle``) and validation batches."""
+    d = config.data
     generator = torch.Generator().manual_seed(config.trainer.seed)
     train_loader = torch.utils.data.DataLoader(
         train_ds,
@@ -215,10 +234,97 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     )
     if len(train_loader) == 0:
         raise ConfigError(f"the training set has {len(train_ds)} rows, fewer than data.train_batch_size")
-    steps_per_epoch = len(train_loader)
-    total_steps = config.trainer.total_training_steps or steps_per_epoch * config.trainer.total_epochs
+    return train_loader, val_loader
 
-    o = config.optim
+
+@dataclass
+class SFTRun:
+    """What checkpoints and validation of one SFT run need, beside the training loop."""
+
+    config: DictConfig
+    out_dir: str
+    model: torch.nn.Module
+    tokenizer: Any
+    lora: bool  # checkpoints hold the adapters alone
+    val_rows: list
+    val_loader: torch.utils.data.DataLoader
+    tracker: Tracking
+
+    def save(self, step: int) -> str:
+        """An HF checkpoint (a PEFT adapter directory with LoRA) in ``global_step_{step}``; returns its path."""
+        ckpt_dir = os.path.join(self.out_dir, f"global_step_{step}")
+        if self.lora:
+            return save_adapter(self.model, full_adapter_state(self.model), self.tokenizer, ckpt_dir)
+        return save_hf_checkpoint(self.model, self.tokenizer, ckpt_dir)
+
+    def validate(self, step: int) -> dict[str, Any]:
+        """Validation loss and greedy accuracy (replayed conversations with ``data.multiturn.enable``), logged at
+        ``step``; returned with the accuracy's samples."""
+        t, model, tokenizer = self.config.trainer, self.model, self.tokenizer
+        if self.config.data.multiturn.enable:
+            mt = self.config.data.multiturn
+            acc = evaluate_replay_success(
+                model,
+                tokenizer,
+                self.val_rows,
+                mt.messages_key,
+                mt.tools_key,
+                t.val_generation_max_new_tokens,
+                t.val_batch_size,
+            )
+        else:
+            acc = evaluate_greedy_accuracy(
+                model, tokenizer, self.val_rows, t.val_generation_max_new_tokens, t.val_batch_size
+            )
+        metrics = {"val/loss": validation_loss(model, self.val_loader), "val/acc": acc["acc"]}
+        metrics.update({f"val/{k}": v for k, v in acc.items() if k.startswith("acc/")})
+        self.tracker.log(metrics, step)
+        return {**metrics, "samples": acc["samples"]}
+
+
+def train_sft(run: SFTRun, train_loader, optimizer, scheduler, total_steps: int) -> int:
+    """``total_steps`` optimizer steps over as many epochs of ``train_loader`` as it takes, logging, validating and
+    saving at the trainer's cadence (the last step's validation and checkpoint are the caller's); returns the step
+    count."""
+    t, d = run.config.trainer, run.config.data
+    step, epoch = 0, 0
+    progress = tqdm(total=total_steps, desc="sft", dynamic_ncols=True, file=sys.stdout, disable=None)  # no bar off-TTY
+    while step < total_steps:
+        for batch in train_loader:
+            step += 1
+            metrics = train_step(
+                run.model, optimizer, scheduler, batch, d.micro_batch_size_per_gpu, run.config.optim.clip_grad
+            )
+            if not math.isfinite(metrics["train/loss"]):
+                raise FloatingPointError(f"SFT loss became {metrics['train/loss']} at step {step}: lower optim.lr")
+            metrics["train/epoch"] = epoch
+            progress.update(1)
+            progress.set_postfix(loss=f"{metrics['train/loss']:.4f}")
+            if step % t.log_freq == 0 or step == total_steps:
+                run.tracker.log(metrics, step)
+            if t.test_freq > 0 and step % t.test_freq == 0 and step < total_steps:
+                run.validate(step)
+            if t.save_freq > 0 and step % t.save_freq == 0 and step < total_steps:
+                run.save(step)
+            if step >= total_steps:
+                break
+        epoch += 1
+    progress.close()
+    return step
+
+
+def run_sft(config: DictConfig) -> dict[str, Any]:
+    """Train per ``config``; returns the final validation metrics and the checkpoint path."""
+    check_sft_ported_keys(config)
+    set_seed(config.trainer.seed)
+    out_dir = _make_output_dir(config)
+    _check_sft_sizes(config)
+    tokenizer, model, lora = load_sft_model(config.model, config.trainer.seed)
+    train_ds, val_ds = build_sft_datasets(config, tokenizer)
+    val_rows = _held_out_rows(config, tokenizer)
+    train_loader, val_loader = build_sft_loaders(config, train_ds, val_ds)
+    t, o = config.trainer, config.optim
+    total_steps = t.total_training_steps or len(train_loader) * t.total_epochs
     optimizer, scheduler = build_adamw(
         trainable_parameters(model),  # every weight, or the adapters alone with LoRA
         o.lr,
@@ -229,8 +335,6 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
         o.lr_scheduler,
         o.min_lr_ratio,
     )
-
-    t = config.trainer
     tracker = Tracking(
         default_backend=t.logger,
         log_dir=out_dir,
@@ -239,60 +343,13 @@ def run_sft(config: DictConfig) -> dict[str, Any]:
     )
     print(
         f"SFT: {len(train_ds)} train / {len(val_ds)} val examples ({train_ds.num_truncated} truncated), "
-        f"{total_steps} steps of {d.train_batch_size}; logs and checkpoints in {out_dir}"
+        f"{total_steps} steps of {config.data.train_batch_size}; logs and checkpoints in {out_dir}"
     )
-
-    def save(step: int) -> str:
-        ckpt_dir = os.path.join(out_dir, f"global_step_{step}")
-        if lora:
-            return save_adapter(model, full_adapter_state(model), tokenizer, ckpt_dir)
-        return save_hf_checkpoint(model, tokenizer, ckpt_dir)
-
-    def validate(step: int) -> dict[str, Any]:
-        if d.multiturn.enable:
-            mt = d.multiturn
-            acc = evaluate_replay_success(
-                model,
-                tokenizer,
-                val_rows,
-                mt.messages_key,
-                mt.tools_key,
-                t.val_generation_max_new_tokens,
-                t.val_batch_size,
-            )
-        else:
-            acc = evaluate_greedy_accuracy(
-                model, tokenizer, val_rows, t.val_generation_max_new_tokens, t.val_batch_size
-            )
-        metrics = {"val/loss": validation_loss(model, val_loader), "val/acc": acc["acc"]}
-        metrics.update({f"val/{k}": v for k, v in acc.items() if k.startswith("acc/")})
-        tracker.log(metrics, step)
-        return {**metrics, "samples": acc["samples"]}
-
-    step, epoch, start = 0, 0, time.time()
-    progress = tqdm(total=total_steps, desc="sft", dynamic_ncols=True, file=sys.stdout, disable=None)  # no bar off-TTY
-    final: dict[str, Any] = {}
-    while step < total_steps:
-        for batch in train_loader:
-            step += 1
-            metrics = train_step(model, optimizer, scheduler, batch, d.micro_batch_size_per_gpu, o.clip_grad)
-            if not math.isfinite(metrics["train/loss"]):
-                raise FloatingPointError(f"SFT loss became {metrics['train/loss']} at step {step}: lower optim.lr")
-            metrics["train/epoch"] = epoch
-            progress.update(1)
-            progress.set_postfix(loss=f"{metrics['train/loss']:.4f}")
-            if step % t.log_freq == 0 or step == total_steps:
-                tracker.log(metrics, step)
-            if t.test_freq > 0 and step % t.test_freq == 0 and step < total_steps:
-                validate(step)
-            if t.save_freq > 0 and step % t.save_freq == 0 and step < total_steps:
-                save(step)
-            if step >= total_steps:
-                break
-        epoch += 1
-    progress.close()
-    final = validate(step)
-    ckpt = save(step)
+    run = SFTRun(config, out_dir, model, tokenizer, lora, val_rows, val_loader, tracker)
+    start = time.time()
+    step = train_sft(run, train_loader, optimizer, scheduler, total_steps)
+    final = run.validate(step)
+    ckpt = run.save(step)
     tracker.close()
     final.update({"checkpoint": ckpt, "train_seconds": time.time() - start, "steps": step})
     return final

@@ -74,6 +74,98 @@ def _config_value(model_dir: str, key: str) -> Any:
     return config.get(key, (config.get("text_config") or {}).get(key))
 
 
+def _check_engine_args(engine: str, tensor_parallel_size: int) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if tensor_parallel_size < 1:
+        raise ValueError(f"--tensor_parallel_size {tensor_parallel_size}: must be >= 1")
+    if tensor_parallel_size > 1 and engine != "vllm":
+        raise ValueError(
+            f"--tensor_parallel_size {tensor_parallel_size} needs --engine vllm: the hf engine holds one whole model"
+        )
+
+
+def _serving_device(device: str | None) -> str:
+    """``device``, by default CUDA where torch sees it, else the CPU."""
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda, but torch sees no CUDA device: use --device cpu")
+    return device
+
+
+def _context_length(model_dir: str, max_model_len: int | None) -> int:
+    """Prompt + response tokens at most: ``max_model_len``, else the model's ``max_position_embeddings``."""
+    context = max_model_len or _config_value(model_dir, "max_position_embeddings")
+    if not context:
+        raise ValueError(f"{model_dir}/config.json has no max_position_embeddings: give --max_model_len")
+    return int(context)
+
+
+def _serving_rollout_config(engine: str, context: int, max_num_seqs: int, dtype: str, tensor_parallel_size: int):
+    """The rollout config a server's engine runs with: requests bring their own sampling settings and budgets, so
+    the defaults are neutral and the whole context is one request's."""
+    from verl.workers.config import RolloutConfig
+
+    return RolloutConfig(
+        name=engine,
+        mode="async",
+        temperature=1.0,
+        top_p=1.0,
+        top_k=-1,
+        do_sample=True,
+        prompt_length=context,
+        response_length=1,  # every request sends its own max_tokens
+        max_model_len=context,
+        max_num_seqs=int(max_num_seqs),
+        dtype=dtype,
+        tensor_model_parallel_size=int(tensor_parallel_size),
+        load_format="auto",
+        enable_prefix_caching=True,
+    )
+
+
+def _load_hf_engine(
+    model_dir: str, config: Any, tokenizer: Any, eos_ids: list[int], *, seed: int, device: str, trust_remote_code: bool
+) -> tuple[Any, int]:
+    """(`HFRollout` over the model on ``device``, its vocabulary size)."""
+    import torch
+
+    from verl.utils.model import load_causal_lm
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    model = load_causal_lm(model_dir, dtype=torch.float32, trust_remote_code=trust_remote_code)
+    model.to(torch.device(device))
+    rollout = HFRollout(model, config, tokenizer.pad_token_id, eos_ids, seed)
+    return rollout, int(model.get_input_embeddings().num_embeddings)
+
+
+def _load_vllm_engine(
+    model_dir: str,
+    config: Any,
+    tokenizer: Any,
+    eos_ids: list[int],
+    *,
+    seed: int,
+    device: str,
+    tensor_parallel_size: int,
+) -> tuple[Any, int]:
+    """(`vLLMRollout` over the model directory, its vocabulary size)."""
+    from verl.workers.rollout.vllm_rollout import vLLMRollout
+
+    rollout = vLLMRollout(
+        model_dir,
+        config,
+        eos_ids,
+        tokenizer.pad_token_id,
+        seed=seed,
+        device=device,
+        tensor_parallel_size=tensor_parallel_size,
+    )
+    return rollout, int(rollout.llm.model_config.get_vocab_size())
+
+
 def load_served_model(
     model_path: str,
     engine: str = "hf",
@@ -91,72 +183,31 @@ def load_served_model(
     ``max_position_embeddings``; ``max_num_seqs`` bounds the requests decoded in one batch."""
     import time
 
-    import torch
-
-    from verl.utils.model import load_causal_lm, load_tokenizer
-    from verl.workers.config import RolloutConfig
+    from verl.utils.model import load_tokenizer
     from verl.workers.fsdp_workers import stop_token_ids
 
-    if engine not in ENGINES:
-        raise ValueError(f"--engine {engine!r}: use one of {', '.join(ENGINES)}")
-    if tensor_parallel_size < 1:
-        raise ValueError(f"--tensor_parallel_size {tensor_parallel_size}: must be >= 1")
-    if tensor_parallel_size > 1 and engine != "vllm":
-        raise ValueError(
-            f"--tensor_parallel_size {tensor_parallel_size} needs --engine vllm: the hf engine holds one whole model"
-        )
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda, but torch sees no CUDA device: use --device cpu")
+    _check_engine_args(engine, tensor_parallel_size)
+    device = _serving_device(device)
     model_dir = resolve_served_model_dir(model_path)
-    context = max_model_len or _config_value(model_dir, "max_position_embeddings")
-    if not context:
-        raise ValueError(f"{model_dir}/config.json has no max_position_embeddings: give --max_model_len")
+    context = _context_length(model_dir, max_model_len)
     tokenizer = load_tokenizer(model_dir, trust_remote_code=trust_remote_code)
     eos_ids = stop_token_ids(model_dir, tokenizer)
-    config = RolloutConfig(
-        name=engine,
-        mode="async",
-        temperature=1.0,
-        top_p=1.0,
-        top_k=-1,
-        do_sample=True,
-        prompt_length=int(context),
-        response_length=1,  # every request sends its own max_tokens
-        max_model_len=int(context),
-        max_num_seqs=int(max_num_seqs),
-        dtype=dtype,
-        tensor_model_parallel_size=int(tensor_parallel_size),
-        load_format="auto",
-        enable_prefix_caching=True,
-    )
+    config = _serving_rollout_config(engine, context, max_num_seqs, dtype, tensor_parallel_size)
     if engine == "hf":
-        from verl.workers.rollout.hf_rollout import HFRollout
-
-        model = load_causal_lm(model_dir, dtype=torch.float32, trust_remote_code=trust_remote_code)
-        model.to(torch.device(device))
-        rollout = HFRollout(model, config, tokenizer.pad_token_id, eos_ids, seed)
-        vocab_size = int(model.get_input_embeddings().num_embeddings)
-    else:
-        from verl.workers.rollout.vllm_rollout import vLLMRollout
-
-        rollout = vLLMRollout(
-            model_dir,
-            config,
-            eos_ids,
-            tokenizer.pad_token_id,
-            seed=seed,
-            device=device,
-            tensor_parallel_size=tensor_parallel_size,
+        rollout, vocab_size = _load_hf_engine(
+            model_dir, config, tokenizer, eos_ids, seed=seed, device=device, trust_remote_code=trust_remote_code
         )
-        vocab_size = int(rollout.llm.model_config.get_vocab_size())
+    else:
+        rollout, vocab_size = _load_vllm_engine(
+            model_dir, config, tokenizer, eos_ids, seed=seed, device=device, tensor_parallel_size=tensor_parallel_size
+        )
     return ServedModel(
         name=served_model_name or str(model_path),
         model_dir=model_dir,
         engine=engine,
         tokenizer=tokenizer,
         rollout=rollout,
-        max_model_len=int(context),
+        max_model_len=context,
         vocab_size=vocab_size,
         created=int(time.time()),
     )

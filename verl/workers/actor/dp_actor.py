@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -114,6 +117,53 @@ def make_micro_batches(
             )
         return micros, groups
     return split_into_micro_batches(data, micro_batch_size), None
+
+
+def _is_weights_from_batch(batch: Any, old_log_prob: torch.Tensor) -> torch.Tensor:
+    """The trainer's rollout-correction weights (``algorithm.rollout_correction.rollout_is``), as the batch has them."""
+    return batch["rollout_is_weights"]
+
+
+def _truncated_is_weights(batch: Any, old_log_prob: torch.Tensor, cap: float) -> torch.Tensor | None:
+    """The actor's own truncated weights (``tis_imp_ratio_cap``); None (no correction) with ``cap <= 0``, where the
+    update does not select the sampler's log-probs."""
+    rollout_log_probs = batch["rollout_log_probs"] if "rollout_log_probs" in batch else None
+    return core_algos.truncated_is_weights(old_log_prob, rollout_log_probs, cap)
+
+
+@dataclass(frozen=True)
+class _UpdatePlan:
+    """What one ``update_policy`` call does, decided from the config and the batch before its loop over
+    mini-batches, so the loop and the micro-batch step only follow it."""
+
+    temperature: float  # the logits' divisor for the log-probs (the rollout's sampling temperature)
+    on_policy: bool  # no old_log_probs: the current log-probs, detached, stand in for them
+    mini_bsz: int  # rows per optimizer step on this rank
+    micro_batches: Callable[[DataProto], tuple[list[DataProto], list[list[int]] | None]]  # fixed-size or token-budget
+    policy_loss_fn: Callable[..., tuple[torch.Tensor, dict[str, Any]]]  # policy_loss.loss_mode's
+    agg_mode: str  # how every loss term, and each micro-batch's weight, aggregates tokens
+    rollout_is_weights: Callable[[Any, torch.Tensor], torch.Tensor | None]  # per-token weights of the policy loss
+    entropy_in_loss: bool  # entropy_coeff != 0: the entropy is a loss term (with its gradient), not only a metric
+    entropy_every_step: bool  # every mini-batch measures the entropy
+    entropy_first_step: bool  # the first mini-batch measures it (bypass mode: the sampling policy's entropy)
+    kl_in_loss: bool  # use_kl_loss: the KL to the reference policy is a loss term
+    region: Any  # actor.trust_region when it steers the step size; None: the drift is only measured
+
+    def measures_entropy(self, step: int) -> bool:
+        """Whether optimizer step ``step`` (0-based, over all epochs) measures the entropy."""
+        return self.entropy_every_step or (self.entropy_first_step and step == 0)
+
+
+@dataclass
+class _MiniBatchResult:
+    """What one mini-batch's micro-batches leave besides their gradients."""
+
+    groups: list[list[int]] | None  # token-budget micro-batches' row indices (None: consecutive rows)
+    # metric values summed with their micro-batch weights (`mini_batch_means` turns them into the mini-batch's)
+    weighted: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # off-policy: KL(pi_old || pi_theta) as its k3 sum and token count, summed over ranks before it is read
+    drift: torch.Tensor = field(default_factory=lambda: torch.zeros(2, dtype=torch.float64))
+    log_probs: list[torch.Tensor] = field(default_factory=list)  # on-policy: each micro-batch's, before the step
 
 
 class DataParallelPPOActor:
@@ -225,40 +275,63 @@ class DataParallelPPOActor:
         the accumulated gradient equals the whole mini-batch's, for fixed-size and token-budget (``use_dynamic_bsz``)
         micro-batches alike, on any number of workers.
         """
-        cfg = self.config
         self.actor_module.train()
         temperature = _scoring_temperature(data)
-        keys = [
-            "responses",
-            "response_mask",
-            "input_ids",
-            "attention_mask",
-            "position_ids",
-            "advantages",
-        ]
-        on_policy = "old_log_probs" not in data.batch
-        if not on_policy:
+        data = data.select(batch_keys=self._update_batch_keys(data))
+        plan = self._plan_update(data, temperature)
+        metrics: dict[str, list[float]] = defaultdict(list)
+        self.on_policy_log_probs = None
+        stopped = False
+        for step, (order, mini) in enumerate(self._mini_batches(data, plan.mini_bsz)):
+            self.actor_optimizer.zero_grad(set_to_none=True)
+            result = self._accumulate_gradients(mini, plan, plan.measures_entropy(step))
+            # the mini-batch's losses, KL and entropy aggregated exactly as the loss is (all ranks, all micros)
+            for k, v in mini_batch_means(result.weighted).items():
+                metrics[k].append(v)
+            if plan.on_policy:  # the old log-probs the trainer skipped, for its mismatch metrics
+                self.on_policy_log_probs = _in_batch_order(result.log_probs, order, result.groups)
+            elif step > 0:  # the first mini-batch has not moved yet
+                stopped = self._steer_step_size(plan.region, result.drift, metrics)
+                if stopped:  # too far from the sampling policy: this and the remaining updates are skipped
+                    break
+            metrics["actor/grad_norm"].append(self._apply_gradients())
+        if plan.region is not None:
+            metrics["actor/lr_scale"].append(self.lr_scale)
+            metrics["actor/trust_region_stop"].append(float(stopped))
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        return dict(metrics)
+
+    def _update_batch_keys(self, data: DataProto) -> list[str]:
+        """The batch keys the update reads; refuses two corrections of the sampler/trainer mismatch at once, and the
+        actor's own correction (``tis_imp_ratio_cap``) without the sampler's log-probs."""
+        cap = self.config.tis_imp_ratio_cap
+        keys = ["responses", "response_mask", "input_ids", "attention_mask", "position_ids", "advantages"]
+        if "old_log_probs" in data.batch:
             keys.append("old_log_probs")
-        if cfg.use_kl_loss:
+        if self.config.use_kl_loss:
             keys.append("ref_log_prob")
         if "rollout_is_weights" in data.batch:  # the trainer's rollout correction (algorithm.rollout_correction)
-            if cfg.tis_imp_ratio_cap > 0:
+            if cap > 0:
                 raise ValueError(
                     "two corrections of the sampler/trainer mismatch: actor_rollout_ref.actor.tis_imp_ratio_cap > 0 "
                     "and algorithm.rollout_correction.rollout_is (the batch has rollout_is_weights); keep one "
                     "(rollout_is=token with rollout_is_threshold=cap is the same truncated weight)"
                 )
             keys.append("rollout_is_weights")
-        if cfg.tis_imp_ratio_cap > 0:
+        if cap > 0:
             if "rollout_log_probs" not in data.batch:
                 raise KeyError(
                     "actor.tis_imp_ratio_cap > 0 corrects the sampler/trainer mismatch with the sampler's own "
                     "log-probs, but the batch has no 'rollout_log_probs' (the rollout writes them)"
                 )
             keys.append("rollout_log_probs")
-        data = data.select(batch_keys=keys)
-        n = data.meta_info.get("rollout_n", 1)
-        mini_bsz = cfg.ppo_mini_batch_size * n // dp_size()  # ppo_mini_batch_size counts prompts, over all ranks
+        return keys
+
+    def _plan_update(self, data: DataProto, temperature: float) -> _UpdatePlan:
+        """Every mode choice of this update, from the config and the (selected) batch."""
+        cfg = self.config
+        on_policy = "old_log_probs" not in data.batch
+        mini_bsz = cfg.ppo_mini_batch_size * data.meta_info.get("rollout_n", 1) // dp_size()  # prompts, all ranks
         if on_policy and (cfg.ppo_epochs > 1 or len(data) > mini_bsz):
             # the policy moves after the first optimizer step: later ratios need the pre-update log-probs
             raise KeyError(
@@ -266,83 +339,94 @@ class DataParallelPPOActor:
                 f"(ppo_epochs={cfg.ppo_epochs}, {len(data)} rows in mini-batches of {mini_bsz}). Compute them "
                 "first (compute_log_prob)"
             )
-        micro_bsz = cfg.ppo_micro_batch_size_per_gpu
         loss_mode = cfg.policy_loss.loss_mode
         policy_loss_fn = core_algos.get_policy_loss_fn(loss_mode)
-        agg_mode = core_algos.effective_loss_agg_mode(loss_mode, cfg.loss_agg_mode)
-        if agg_mode != cfg.loss_agg_mode and not self._warned_agg_mode:
+        if "rollout_is_weights" in data.batch:
+            is_weights = _is_weights_from_batch
+        else:
+            is_weights = partial(_truncated_is_weights, cap=cfg.tis_imp_ratio_cap)
+        return _UpdatePlan(
+            temperature=temperature,
+            on_policy=on_policy,
+            mini_bsz=mini_bsz,
+            micro_batches=partial(
+                make_micro_batches,
+                micro_batch_size=cfg.ppo_micro_batch_size_per_gpu,
+                use_dynamic_bsz=cfg.use_dynamic_bsz,
+                max_token_len=cfg.ppo_max_token_len_per_gpu,
+                keep_prompts_together=self.use_shared_prefix,
+            ),
+            policy_loss_fn=policy_loss_fn,
+            agg_mode=self._loss_agg_mode(loss_mode),
+            rollout_is_weights=is_weights,
+            entropy_in_loss=cfg.entropy_coeff != 0,
+            entropy_every_step=cfg.entropy_coeff != 0 or on_policy,
+            # bypass mode skipped the old-log-prob pass that measures the entropy: the first mini-batch's pass
+            # measures it, before any optimizer step (the sampling policy's entropy, on that share of the batch)
+            entropy_first_step=loss_mode == "bypass_mode",
+            kl_in_loss=cfg.use_kl_loss,
+            # on-policy there is one step and nothing to steer; with the control off the drift is only logged
+            region=cfg.trust_region if self.trust_region_on and not on_policy else None,
+        )
+
+    def _loss_agg_mode(self, loss_mode: str) -> str:
+        """The aggregation every loss term uses (`core_algos.effective_loss_agg_mode`); warns once when the loss
+        overrides ``actor.loss_agg_mode``."""
+        agg_mode = core_algos.effective_loss_agg_mode(loss_mode, self.config.loss_agg_mode)
+        if agg_mode != self.config.loss_agg_mode and not self._warned_agg_mode:
             self._warned_agg_mode = True
             logger.warning(
                 "policy_loss.loss_mode=%s aggregates with %s (its paper's objective); actor.loss_agg_mode=%s is not "
                 "used for it",
                 loss_mode,
                 agg_mode,
-                cfg.loss_agg_mode,
+                self.config.loss_agg_mode,
             )
-        metrics: dict[str, list[float]] = defaultdict(list)
-        self.on_policy_log_probs = None
+        return agg_mode
+
+    def _mini_batches(self, data: DataProto, mini_bsz: int) -> Iterator[tuple[torch.Tensor, DataProto]]:
+        """Every optimizer step's (row order, mini-batch): ``ppo_epochs`` passes over ``data``, each cut into
+        mini-batches of ``mini_bsz`` rows; row j of a pass is ``data`` row ``order[j]`` (reshuffled each pass with
+        ``shuffle``, from a generator seeded by the step so every rank cuts alike)."""
+        cfg = self.config
         generator = torch.Generator().manual_seed(int(data.meta_info.get("global_steps", 0)))
-        region = cfg.trust_region if self.trust_region_on and not on_policy else None  # None: measure only
-        # bypass mode skipped the old-log-prob pass that measures the entropy: the first mini-batch's pass measures
-        # it, before any optimizer step (the sampling policy's entropy, on that share of the batch)
-        entropy_metric, moved = loss_mode == "bypass_mode", 0
-        stopped = False
-        for epoch in range(cfg.ppo_epochs):
+        for _ in range(cfg.ppo_epochs):
             order = torch.randperm(len(data), generator=generator) if cfg.shuffle else torch.arange(len(data))
             shuffled = data[order] if cfg.shuffle else data
-            for index, mini in enumerate(shuffled.split(mini_bsz)):
-                if stopped:
-                    break
-                self.actor_optimizer.zero_grad(set_to_none=True)
-                micros, groups = make_micro_batches(
-                    mini, micro_bsz, cfg.use_dynamic_bsz, cfg.ppo_max_token_len_per_gpu, self.use_shared_prefix
+            for mini in shuffled.split(mini_bsz):
+                yield order, mini
+
+    def _accumulate_gradients(self, mini: DataProto, plan: _UpdatePlan, measure_entropy: bool) -> _MiniBatchResult:
+        """Forward and backward of every micro-batch of ``mini``, each loss weighted so the summed gradient is the
+        whole mini-batch's; with their weighted metrics and, off-policy, the drift from the old policy."""
+        micros, groups = plan.micro_batches(mini)
+        counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
+        result = _MiniBatchResult(groups=groups)
+        for micro in micros:
+            mask = micro.batch["response_mask"]
+            weight = core_algos.micro_batch_loss_weight(mask, counts, plan.agg_mode, dp_size())
+            stats, log_prob = self._micro_step(micro, plan, weight, measure_entropy)
+            if plan.on_policy:
+                result.log_probs.append(log_prob)
+            else:
+                result.drift += torch.stack(
+                    core_algos.policy_drift_kl_sum(micro.batch["old_log_probs"], log_prob, mask)
                 )
-                pre_update: list[torch.Tensor] = []  # on-policy: the log-probs before this (only) step
-                counts = all_reduce_sum(core_algos.loss_normalizer_counts(mini.batch["response_mask"]))
-                weighted: dict[str, float] = defaultdict(float)
-                drift = torch.zeros(2, dtype=torch.float64)  # k3 sum and token count: KL(pi_old || pi_theta)
-                for micro in micros:
-                    weight = core_algos.micro_batch_loss_weight(
-                        micro.batch["response_mask"], counts, agg_mode, dp_size()
-                    )
-                    stats, log_prob = self._micro_step(
-                        micro, policy_loss_fn, temperature, weight, on_policy, agg_mode, entropy_metric and moved == 0
-                    )
-                    if on_policy:
-                        pre_update.append(log_prob)
-                    else:
-                        drift += torch.stack(
-                            core_algos.policy_drift_kl_sum(
-                                micro.batch["old_log_probs"], log_prob, micro.batch["response_mask"]
-                            )
-                        )
-                    token_weight = core_algos.micro_batch_loss_weight(
-                        micro.batch["response_mask"], counts, "token-mean", dp_size()
-                    )
-                    for k, v in stats.items():  # loss terms as the loss aggregates; rates and constants per token
-                        weighted[k] += v * (token_weight if k in TOKEN_MEAN_METRICS else weight)
-                # the mini-batch's losses, KL and entropy aggregated exactly as the loss is (all ranks, all micros)
-                for k, v in mini_batch_means(weighted).items():
-                    metrics[k].append(v)
-                if on_policy:  # the old log-probs the trainer skipped, for its mismatch metrics
-                    self.on_policy_log_probs = _in_batch_order(pre_update, order, groups)
-                if not on_policy and (epoch, index) != (0, 0):  # the first mini-batch has not moved yet
-                    stopped = self._steer_step_size(region, drift, metrics)
-                    if stopped:  # too far from the sampling policy: this and the remaining updates are skipped
-                        break
-                grad_norm = clip_grad_norm(self.actor_module, cfg.grad_clip)
-                if torch.isfinite(grad_norm):
-                    self._optimizer_step()
-                    failpoint("actor.update")
-                else:  # skip the step rather than poison the weights; the metric shows it
-                    self.actor_optimizer.zero_grad(set_to_none=True)
-                metrics["actor/grad_norm"].append(float(grad_norm))
-                moved += 1
-        if region is not None:
-            metrics["actor/lr_scale"].append(self.lr_scale)
-            metrics["actor/trust_region_stop"].append(float(stopped))
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        return dict(metrics)
+            token_weight = core_algos.micro_batch_loss_weight(mask, counts, "token-mean", dp_size())
+            for k, v in stats.items():  # loss terms as the loss aggregates; rates and constants per token
+                result.weighted[k] += v * (token_weight if k in TOKEN_MEAN_METRICS else weight)
+        return result
+
+    def _apply_gradients(self) -> float:
+        """Clip and take the optimizer step; returns the gradient norm. A non-finite norm skips the step rather than
+        poison the weights (the metric shows it)."""
+        grad_norm = clip_grad_norm(self.actor_module, self.config.grad_clip)
+        if torch.isfinite(grad_norm):
+            self._optimizer_step()
+            failpoint("actor.update")
+        else:
+            self.actor_optimizer.zero_grad(set_to_none=True)
+        return float(grad_norm)
 
     def _steer_step_size(self, region, drift: torch.Tensor, metrics: dict[str, list[float]]) -> bool:
         """actor.trust_region on one mini-batch's measured drift (summed over ranks, so every rank decides alike):
@@ -384,60 +468,55 @@ class DataParallelPPOActor:
                 group["lr"] = lr
 
     def _micro_step(
-        self,
-        micro: DataProto,
-        policy_loss_fn,
-        temperature: float,
-        scale: float,
-        on_policy: bool = False,
-        agg_mode: str | None = None,
-        entropy_metric: bool = False,
+        self, micro: DataProto, plan: _UpdatePlan, scale: float, measure_entropy: bool
     ) -> tuple[dict[str, Any], torch.Tensor]:
-        """Forward, loss and backward of one micro-batch: (its metrics, its log-probs (bs, R) detached). The entropy
-        is measured with ``entropy_metric``, on-policy, or when its coefficient is not 0."""
-        cfg = self.config
-        agg_mode = agg_mode or cfg.loss_agg_mode
+        """Forward, loss and backward of one micro-batch, its loss times ``scale``: (its metrics, its log-probs (bs, R)
+        detached). The entropy is measured with ``measure_entropy``."""
         b = micro.batch
         response_mask = b["response_mask"].to(torch.float32)
-        need_entropy = cfg.entropy_coeff != 0 or on_policy or entropy_metric
         log_prob, entropy_tokens = self._forward_micro(
-            b, temperature, calculate_entropy=need_entropy, entropy_grad=cfg.entropy_coeff != 0
+            b, plan.temperature, calculate_entropy=measure_entropy, entropy_grad=plan.entropy_in_loss
         )
-        old_log_prob = log_prob.detach() if on_policy else b["old_log_probs"]
-        # the sampler/trainer mismatch correction as verl's losses take it, per-token weights: the trainer's
-        # (algorithm.rollout_correction.rollout_is), else the actor's own truncated ones (tis_imp_ratio_cap)
-        if "rollout_is_weights" in b:
-            rollout_is_weights = b["rollout_is_weights"]
-        else:
-            rollout_is_weights = core_algos.truncated_is_weights(
-                old_log_prob, b["rollout_log_probs"] if "rollout_log_probs" in b else None, cfg.tis_imp_ratio_cap
-            )
-        pg_loss, pg_metrics = policy_loss_fn(
+        old_log_prob = log_prob.detach() if plan.on_policy else b["old_log_probs"]
+        pg_loss, pg_metrics = plan.policy_loss_fn(
             old_log_prob=old_log_prob,
             log_prob=log_prob,
             advantages=b["advantages"],
             response_mask=response_mask,
-            loss_agg_mode=agg_mode,
-            config=cfg,
-            rollout_is_weights=rollout_is_weights,
+            loss_agg_mode=plan.agg_mode,
+            config=self.config,
+            rollout_is_weights=plan.rollout_is_weights(b, old_log_prob),
         )
         stats: dict[str, Any] = {}
         loss = pg_loss
-        if need_entropy:
-            entropy = core_algos.agg_loss(entropy_tokens, response_mask, agg_mode)
-            if cfg.entropy_coeff != 0:
-                loss = loss - cfg.entropy_coeff * entropy
+        if measure_entropy:
+            entropy = core_algos.agg_loss(entropy_tokens, response_mask, plan.agg_mode)
+            if plan.entropy_in_loss:
+                loss = loss - self.config.entropy_coeff * entropy
             stats["actor/entropy"] = entropy.item()
-        if cfg.use_kl_loss:
-            kld = core_algos.kl_penalty(log_prob, b["ref_log_prob"], cfg.kl_loss_type)
-            kl_loss = core_algos.agg_loss(kld, response_mask, agg_mode)
-            loss = loss + cfg.kl_loss_coef * kl_loss
-            stats["actor/kl_loss"] = kl_loss.item()
-            stats["actor/kl_coef"] = cfg.kl_loss_coef
+        if plan.kl_in_loss:
+            loss = loss + self._kl_loss_term(log_prob, b["ref_log_prob"], response_mask, plan.agg_mode, stats)
         (loss * scale).backward()
         stats["actor/pg_loss"] = pg_loss.item()
         stats.update(pg_metrics)  # the loss's own rates (pg_clipfrac, ppo_kl, ...), plain floats
         return stats, log_prob.detach()
+
+    def _kl_loss_term(
+        self,
+        log_prob: torch.Tensor,
+        ref_log_prob: torch.Tensor,
+        response_mask: torch.Tensor,
+        agg_mode: str,
+        stats: dict[str, Any],
+    ) -> torch.Tensor:
+        """``kl_loss_coef`` times the aggregated KL to the reference policy (``use_kl_loss``); logs it in ``stats``."""
+        cfg = self.config
+        kl_loss = core_algos.agg_loss(
+            core_algos.kl_penalty(log_prob, ref_log_prob, cfg.kl_loss_type), response_mask, agg_mode
+        )
+        stats["actor/kl_loss"] = kl_loss.item()
+        stats["actor/kl_coef"] = cfg.kl_loss_coef
+        return cfg.kl_loss_coef * kl_loss
 
 
 def _in_batch_order(chunks: list[torch.Tensor], order: torch.Tensor, groups: list[list[int]] | None) -> torch.Tensor:

@@ -114,6 +114,93 @@ def _number(request_id: str, key: str, value: Any, kind: type) -> Any:
     return value
 
 
+def _check_keys(request_id: str, params: Mapping[str, Any]) -> None:
+    """Every key honoured, text-only, or at its neutral value; else an error naming the first that is not."""
+    unknown = sorted(k for k in params if k not in _HONOURED and k not in _NEUTRAL and k not in _TEXT_ONLY)
+    if unknown:
+        raise _fail(
+            request_id,
+            f"sampling_params key {unknown[0]!r} is not supported by this engine; supported: "
+            f"{', '.join(_HONOURED)} (and at their neutral values only: {', '.join(_NEUTRAL)})",
+        )
+    for key, neutral in _NEUTRAL.items():
+        if key in params and params[key] not in neutral:
+            raise _fail(
+                request_id,
+                f"sampling_params[{key!r}]={params[key]!r} is not supported: only {neutral[0]!r} (this engine samples "
+                "one response per request from the temperature/top-k/top-p distribution, without penalties)",
+            )
+
+
+def _prompt_and_room(
+    request_id: str, prompt_ids: Any, vocab_size: int | None, max_model_len: int | None
+) -> tuple[tuple[int, ...], int | None]:
+    """The checked prompt and the tokens ``max_model_len`` leaves after it (None: no cap); at least one."""
+    prompt = _token_ids(request_id, "prompt_ids", prompt_ids, vocab_size)
+    if not prompt:
+        raise _fail(request_id, "prompt_ids is empty: a response is sampled after at least one prompt token")
+    room = None if max_model_len is None else int(max_model_len) - len(prompt)
+    if room is not None and room < 1:
+        raise _fail(
+            request_id,
+            f"the prompt has {len(prompt)} tokens; the model's maximum length is {max_model_len} "
+            "(rollout.max_model_len; unset: hf the model's max_position_embeddings, vllm prompt_length + "
+            "response_length), which leaves no room for a response: shorten the prompt or raise rollout.max_model_len",
+        )
+    return prompt, room
+
+
+def _max_tokens(request_id: str, params: Mapping[str, Any], config: Any, prompt_len: int, room: int | None) -> int:
+    """``max_tokens`` (or ``max_new_tokens``; default: verl's budget for the prompt), capped at ``room``."""
+    if "max_tokens" in params and "max_new_tokens" in params:
+        raise _fail(request_id, "give max_tokens or max_new_tokens, not both")
+    budget = params.get("max_tokens", params.get("max_new_tokens"))
+    if budget is None:
+        budget = int(config.response_length) + int(config.prompt_length) - prompt_len
+    else:
+        budget = _number(request_id, "max_tokens", budget, int)
+        if budget < 0:
+            raise _fail(request_id, f"max_tokens must be >= 0, got {budget}")
+    return max(0, budget if room is None else min(budget, room))
+
+
+def _flag(request_id: str, params: Mapping[str, Any], key: str, default: Any) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise _fail(request_id, f"{key} must be true or false, got {value!r}")
+    return value
+
+
+def _sampling(request_id: str, params: Mapping[str, Any], config: Any) -> tuple[bool, float, int, float]:
+    """(greedy, temperature, top_k, top_p), each the request's or else the rollout config's."""
+    temperature = _number(request_id, "temperature", params.get("temperature", config.temperature), float)
+    top_k = _number(request_id, "top_k", params.get("top_k", config.top_k), int)
+    top_p = _number(request_id, "top_p", params.get("top_p", config.top_p), float)
+    if not 0.0 < top_p <= 1.0:
+        raise _fail(request_id, f"top_p must be in (0, 1], got {top_p}")
+    do_sample = _flag(request_id, params, "do_sample", config.do_sample)
+    return temperature <= 0.0 or not do_sample, temperature, top_k, top_p
+
+
+def _stop_token_ids(
+    request_id: str, params: Mapping[str, Any], config: Any, eos_token_ids: Sequence[int], vocab_size: int | None
+) -> tuple[int, ...]:
+    """The end-of-sequence ids (unless ``ignore_eos``) and the request's ``stop_token_ids``, each once, in order."""
+    ignore_eos = _flag(request_id, params, "ignore_eos", config.ignore_eos)
+    extra_stops = _token_ids(request_id, "stop_token_ids", params.get("stop_token_ids") or [], vocab_size)
+    return tuple(dict.fromkeys(([] if ignore_eos else [int(e) for e in eos_token_ids]) + list(extra_stops)))
+
+
+def _own_seed(request_id: str, params: Mapping[str, Any]) -> int | None:
+    """The request's ``seed`` (None: the rollout's seeds its draws)."""
+    own_seed = params.get("seed")
+    if own_seed is not None:
+        own_seed = _number(request_id, "seed", own_seed, int)
+        if not 0 <= own_seed < 2**63:
+            raise _fail(request_id, f"seed must be in [0, 2**63), got {own_seed}")
+    return own_seed
+
+
 def resolve_request(
     request_id: str,
     prompt_ids: Any,
@@ -133,64 +220,12 @@ def resolve_request(
     leaving no room for one token is an error. ``temperature <= 0`` or ``do_sample=False`` is greedy.
     """
     params = dict(sampling_params or {})
-    unknown = sorted(k for k in params if k not in _HONOURED and k not in _NEUTRAL and k not in _TEXT_ONLY)
-    if unknown:
-        raise _fail(
-            request_id,
-            f"sampling_params key {unknown[0]!r} is not supported by this engine; supported: "
-            f"{', '.join(_HONOURED)} (and at their neutral values only: {', '.join(_NEUTRAL)})",
-        )
-    for key, neutral in _NEUTRAL.items():
-        if key in params and params[key] not in neutral:
-            raise _fail(
-                request_id,
-                f"sampling_params[{key!r}]={params[key]!r} is not supported: only {neutral[0]!r} (this engine samples "
-                "one response per request from the temperature/top-k/top-p distribution, without penalties)",
-            )
-    prompt = _token_ids(request_id, "prompt_ids", prompt_ids, vocab_size)
-    if not prompt:
-        raise _fail(request_id, "prompt_ids is empty: a response is sampled after at least one prompt token")
-    room = None if max_model_len is None else int(max_model_len) - len(prompt)
-    if room is not None and room < 1:
-        raise _fail(
-            request_id,
-            f"the prompt has {len(prompt)} tokens; the model's maximum length is {max_model_len} "
-            "(rollout.max_model_len; unset: hf the model's max_position_embeddings, vllm prompt_length + "
-            "response_length), which leaves no room for a response: shorten the prompt or raise rollout.max_model_len",
-        )
-
-    if "max_tokens" in params and "max_new_tokens" in params:
-        raise _fail(request_id, "give max_tokens or max_new_tokens, not both")
-    budget = params.get("max_tokens", params.get("max_new_tokens"))
-    if budget is None:
-        budget = int(config.response_length) + int(config.prompt_length) - len(prompt)
-    else:
-        budget = _number(request_id, "max_tokens", budget, int)
-        if budget < 0:
-            raise _fail(request_id, f"max_tokens must be >= 0, got {budget}")
-    max_tokens = max(0, budget if room is None else min(budget, room))
-
-    temperature = _number(request_id, "temperature", params.get("temperature", config.temperature), float)
-    top_k = _number(request_id, "top_k", params.get("top_k", config.top_k), int)
-    top_p = _number(request_id, "top_p", params.get("top_p", config.top_p), float)
-    if not 0.0 < top_p <= 1.0:
-        raise _fail(request_id, f"top_p must be in (0, 1], got {top_p}")
-    do_sample = params.get("do_sample", config.do_sample)
-    if not isinstance(do_sample, bool):
-        raise _fail(request_id, f"do_sample must be true or false, got {do_sample!r}")
-    greedy = temperature <= 0.0 or not do_sample
-
-    ignore_eos = params.get("ignore_eos", config.ignore_eos)
-    if not isinstance(ignore_eos, bool):
-        raise _fail(request_id, f"ignore_eos must be true or false, got {ignore_eos!r}")
-    extra_stops = _token_ids(request_id, "stop_token_ids", params.get("stop_token_ids") or [], vocab_size)
-    stops = tuple(dict.fromkeys(([] if ignore_eos else [int(e) for e in eos_token_ids]) + list(extra_stops)))
-
-    own_seed = params.get("seed")
-    if own_seed is not None:
-        own_seed = _number(request_id, "seed", own_seed, int)
-        if not 0 <= own_seed < 2**63:
-            raise _fail(request_id, f"seed must be in [0, 2**63), got {own_seed}")
+    _check_keys(request_id, params)
+    prompt, room = _prompt_and_room(request_id, prompt_ids, vocab_size, max_model_len)
+    max_tokens = _max_tokens(request_id, params, config, len(prompt), room)
+    greedy, temperature, top_k, top_p = _sampling(request_id, params, config)
+    stops = _stop_token_ids(request_id, params, config, eos_token_ids, vocab_size)
+    own_seed = _own_seed(request_id, params)
     return RequestSpec(
         request_id=str(request_id),
         prompt_ids=prompt,
