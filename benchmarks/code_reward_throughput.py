@@ -13,7 +13,7 @@ so one program per run should take about
 
     ideal = (loopers x sample_timeout + the others' own times) / workers
 
-and every batch must stay within the issue's bound, every program's sample timeout divided across the pool
+and every batch must stay within the bound: every program's sample timeout divided across the pool
 (``bound = programs x sample_timeout / workers``). The script reports both ratios, samples/s, the median time per
 program (for groups: the group's time over its programs), and whether every score was what it should be. Markdown
 to stdout; ``--json`` writes the numbers.
@@ -68,7 +68,7 @@ def score_batch(
     wall = time.perf_counter() - start
     loopers = sum(p == LOOP for p, _ in batch)
     ok_times = [t for (p, _), (_, _, t) in zip(batch, results) if p != LOOP]
-    # the issue's bound: every program may take its sample timeout, divided across the pool; and for one program
+    # the bound: every program may take its sample timeout, divided across the pool; and for one program
     # per run, what the batch should take when a looper costs its timeout and no more (a group's programs share
     # their run's time, so for groups only the bound applies)
     bound = len(batch) * sample_timeout / workers

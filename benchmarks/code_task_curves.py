@@ -1,4 +1,4 @@
-"""The code-RL learning check (issue 18): GRPO with sandbox-judged rewards on the built-in code task, per seed,
+"""The code-RL learning check (docs/code_rl.md): GRPO with sandbox-judged rewards on the built-in code task, per seed,
 against a wall-clock budget, and the evaluation script's number for the final checkpoint beside the trainer's.
 
     python benchmarks/code_task_curves.py                       # 3 seeds, 15-minute budget each, ~50 min

@@ -1,7 +1,7 @@
 """kill -9 of the main job at random points, N times in a row, then a resume to the end: the run must equal an
 uninterrupted one exactly.
 
-    python benchmarks/fault_injection.py                       # 10 random kills in a row, 10 steps (the issue's check)
+    python benchmarks/fault_injection.py                       # 10 random kills in a row, 10 steps (the default check)
     python benchmarks/fault_injection.py --kills 3 --seed 1
     python benchmarks/fault_injection.py --plan checkpoint.write@2,metrics.logged@2   # chosen points, in order
 

@@ -44,8 +44,8 @@ moves by several points); its gain is end - warm start.
 
 Each run's JSON is kept under ``--work-dir/runs``; an interrupted suite resumes where it stopped. Output: a Markdown
 section (per task: warm start, each side's end and gain with mean and standard deviation over seeds, the acceptance
-checks of issue 19) printed and, with ``--write-docs``, put into docs/results.md, and a PNG of held-out accuracy
-against training time (mean per side, min-max band over seeds).
+checks FLOOR_POINTS and MARGIN_POINTS) printed and, with ``--write-docs``, put into docs/results.md, and a PNG of
+held-out accuracy against training time (mean per side, min-max band over seeds).
 """
 
 from __future__ import annotations

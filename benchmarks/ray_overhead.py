@@ -1,4 +1,4 @@
-"""Issue 6 performance: the Ray backend's overhead per step on the tiny model at the default batch size.
+"""The Ray backend's overhead per step (docs/scaling.md) on the tiny model at the default batch size.
 
     python benchmarks/ray_overhead.py                 # local vs ray (2 workers), A B A B, 6 steps each
     python benchmarks/ray_overhead.py --steps 10 --repeats 3

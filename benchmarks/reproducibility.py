@@ -1,6 +1,6 @@
 """Same seed, same bits: the default main job run N times with 2 intra-op threads, every metric compared.
 
-    python benchmarks/reproducibility.py --runs 20 --steps 5        # the issue's check: 20 runs of 5 steps
+    python benchmarks/reproducibility.py --runs 20 --steps 5        # the full check: 20 runs of 5 steps
     python benchmarks/reproducibility.py --runs 3 --steps 3 --threads 1
 
 Each run is a fresh ``python -m verl.trainer.main_ppo`` subprocess (its own allocations, its own thread pool) with

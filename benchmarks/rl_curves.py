@@ -13,7 +13,7 @@ in its own subprocess (this script's interpreter), one after another, with one t
   the engine it runs anyway, without the warning) and `trainer.seed`, runs interleaved seed by seed (hf s1, vllm s1,
   hf s2, ...) so a busy machine slows both engines alike. Writes (replacing it whole) the section
   "## HF sampler vs vLLM rollout" of docs/results.md -- per-seed curves, start / end / gain / best per run, the
-  gain's mean and spread per engine and the difference of the mean gains against the 5-point bar of issue 16 -- and
+  gain's mean and spread per engine and the difference of the mean gains against the 5-point bar -- and
   docs/img/rl_curves_engines.png (mean curve per engine, min-max band over seeds). Launch it with a Python that has
   vLLM (the runs use `sys.executable`). Each run keeps its directory under --work-dir (metrics.jsonl, run.json with
   its wall time, setup.md for the whole set); `--report-only` rebuilds the section and PNG from them.
@@ -35,7 +35,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE_SECTION = "## HF sampler vs vLLM rollout"
-GAIN_BAR_POINTS = 5.0  # issue 16: vLLM's held-out gain within 5 points of the HF sampler's
+GAIN_BAR_POINTS = 5.0  # the bar: vLLM's mean held-out gain within 5 points of the HF sampler's
 # one greedy evaluation on 200 problems moves by several points from one evaluation to the next: the late means
 # (last evaluations, last steps' training reward) are steadier views of where a run ended
 LATE_EVALS, LATE_STEPS = 3, 20
@@ -172,7 +172,8 @@ def engine_stats(runs: list[dict]) -> dict:
 
 def compare_gains(results: list[dict], baseline: str, other: str) -> dict:
     """Mean gain of ``other`` minus that of ``baseline``, the same difference per seed (same seed, same data order
-    and warm start), whether the means are within the issue's bar, and the difference of the late accuracies."""
+    and warm start), whether the means are within the bar (GAIN_BAR_POINTS), and the difference of the late
+    accuracies."""
     by = {(r["engine"], r["seed"]): run_stats(r["curve"])["gain"] for r in results}
     seeds = sorted({s for e, s in by if e == baseline} & {s for e, s in by if e == other})
     base, oth = (engine_stats([r for r in results if r["engine"] == e]) for e in (baseline, other))

@@ -1,5 +1,5 @@
-"""The agent-loop learning check (issue 17): GRPO with ``tool_agent`` on the built-in tool task, per seed, against a
-wall-clock budget, with the success without the tool beside it.
+"""The agent-loop learning check (docs/agent_loop.md): GRPO with ``tool_agent`` on the built-in tool task, per seed,
+against a wall-clock budget, with the success without the tool beside it.
 
     python benchmarks/tool_task_curves.py                      # 3 seeds, 15-minute budget each, ~50 min
     python benchmarks/tool_task_curves.py --seeds 1 --steps 20 # quicker look

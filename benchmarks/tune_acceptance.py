@@ -1,5 +1,6 @@
-"""Issue 5 acceptance: a 6-trial study on the built-in task with a small budget, against the default config on the
-same budget. Prints both held-out accuracies and the study's wall time (target: <= 600 s on 2 CPU cores).
+"""Tuner acceptance check (docs/tune.md#acceptance-measurement): a 6-trial study on the built-in task with a small
+budget, against the default config on the same budget. Prints both held-out accuracies and the study's wall time
+(target: <= 600 s on 2 CPU cores).
 
     python benchmarks/tune_acceptance.py                       # 6 trials x 10 steps, default space, TPE + median
     python benchmarks/tune_acceptance.py --steps 15 --recheck  # also re-run best and default with another seed
@@ -50,7 +51,7 @@ def main() -> None:
     p.add_argument("--n-trials", type=int, default=6)
     p.add_argument("--out", default="outputs/tune-acceptance")
     p.add_argument("--recheck", action="store_true")
-    p.add_argument("--search-space", default=None, help="a search-space YAML (default: the built-in article space)")
+    p.add_argument("--search-space", default=None, help="a search-space YAML (default: the built-in default space)")
     args = p.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     budget = [

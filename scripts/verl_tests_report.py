@@ -10,7 +10,7 @@ from a hub, upstream's own YAML or scripts, or a part this version does not have
 with the helper modules, ``conftest.py`` and ``__init__.py`` files upstream keeps beside it (so ``tests/...`` imports
 resolve as upstream's layout expects) and run by pytest in a subprocess with this checkout first on ``PYTHONPATH``,
 with ``--asyncio-mode=auto`` as verl's CI runs it; nothing in the copies is edited. A git directory (e.g.
-``/work/.mirror/...``, a bare clone) works too: the files are read with ``git show HEAD:path``.
+``verl.git``, a bare clone) works too: the files are read with ``git show HEAD:path``.
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ EXCLUDED: dict[str, str] = {
     "(tests/utils/dataset/test_multiturn_sft_loss_mask.py)",
     "tests/utils/dataset/test_create_rl_sampler_on_cpu.py": "verl's experimental curriculum samplers "
     "(verl.experimental.dataset.sampler) are not implemented",
-    "tests/utils/reward_score/reward_score/test_sandbox_fusion_on_cpu.py": "calls a SandboxFusion service; the "
-    "code-RL issue brings the sandbox and its API",
-    "tests/utils/reward_score/test_sandbox_on_cpu.py": "calls a SandboxFusion service; the code-RL issue brings "
-    "the sandbox and its API",
-    "tests/workers/rollout/test_vllm_cli_args_on_cpu.py": "vLLM server arguments; the rollout-engine issue brings vLLM",
+    "tests/utils/reward_score/reward_score/test_sandbox_fusion_on_cpu.py": "calls a SandboxFusion service "
+    "(this package's own sandbox serves that API: docs/code_rl.md)",
+    "tests/utils/reward_score/test_sandbox_on_cpu.py": "calls a SandboxFusion service "
+    "(this package's own sandbox serves that API: docs/code_rl.md)",
+    "tests/workers/rollout/test_vllm_cli_args_on_cpu.py": "vLLM server arguments "
+    "(this package's vLLM rollout: docs/rollout.md)",
     "tests/trainer/config/test_legacy_config_on_cpu.py": _YAML_COMPOSE,
     "tests/workers/config/test_critic_config_on_cpu.py": "imports hydra (not a dependency here) at module level; "
     "with hydra installed all 10 tests skip, as they read verl's critic YAML files from a verl checkout's "

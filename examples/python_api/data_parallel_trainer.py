@@ -1,9 +1,9 @@
-"""Seed article 004, sections 3-5: DataParallelRLTrainer with the default PPO config, a JSONL dataloader,
+"""DataParallelRLTrainer (docs/python_api.md) with the default PPO config, a JSONL dataloader,
 train_step, a reward hook, and timestamped logs.
 
     python examples/python_api/data_parallel_trainer.py [--work-dir DIR] [--use-amp]
 
-The article's open-ended prompts have no ground truth, so the default reward ('auto') scores them with the built-in
+Open-ended prompts like these have no ground truth, so the default reward ('auto') scores them with the built-in
 length reward; give config['reward']['model'] a reward-model directory or a function for a real task. Every
 config key and the tree key it sets are in docs/python_api.md.
 """
@@ -18,15 +18,15 @@ import os
 from _common import MODEL
 
 from verl import DataParallelRLTrainer
-from verl.data import DataLoader, make_pretokenized_dataloader  # noqa: F401  (section 2.3's import check)
+from verl.data import DataLoader, make_pretokenized_dataloader  # noqa: F401  (the imports docs/python_api.md shows)
 from verl.trainer import RLTrainer  # noqa: F401
 from verl.utils.config import get_ppo_default_config
 
-ARTICLE_PROMPTS = ["请写一首关于春天的诗", "解释什么是光合作用", "推荐三部经典的科幻电影"]
+OPEN_ENDED_PROMPTS = ["请写一首关于春天的诗", "解释什么是光合作用", "推荐三部经典的科幻电影"]
 
 
 def custom_reward_shaping(reward_tensor):
-    # the article's example: a bonus on top of every positive reward
+    # a bonus on top of every positive reward (docs/python_api.md's reward hook)
     return reward_tensor + 0.1 * (reward_tensor > 0).float()
 
 
@@ -36,13 +36,13 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-steps", type=int, default=20, help="stop after this many train_step calls")
     p.add_argument("--dp-size", type=int, default=1, help="data-parallel ranks (1: the local backend)")
-    p.add_argument("--use-amp", action="store_true", help="bf16 actor and critic (section 5.3)")
+    p.add_argument("--use-amp", action="store_true", help="bf16 actor and critic (train.use_amp)")
     args = p.parse_args()
 
-    # 3.1: the default PPO config and the model
+    # the default PPO config and the model (a local directory; a hub id such as 'facebook/opt-350m' needs a download)
     config = get_ppo_default_config()
-    config["model"]["pretrained_model_name_or_path"] = MODEL  # the article: 'facebook/opt-350m'
-    # 4.2 and 5.2 / 5.3: parallelism, gradient accumulation, mixed precision
+    config["model"]["pretrained_model_name_or_path"] = MODEL
+    # parallelism, gradient accumulation, mixed precision
     config["train"]["dp_size"] = args.dp_size
     config["train"]["tp_size"] = 1
     config["train"]["pp_size"] = 1
@@ -51,23 +51,23 @@ def main() -> None:
     # the whole verl tree is in the same dict: these prompts have no held-out set, so no periodic validation
     config["trainer"]["test_freq"] = -1
 
-    # 3.2: a JSONL file with a prompt per line
+    # a JSONL file with a prompt per line
     os.makedirs(args.work_dir, exist_ok=True)
     data_file = os.path.join(args.work_dir, "data.jsonl")
     with open(data_file, "w", encoding="utf-8") as f:
-        for prompt in ARTICLE_PROMPTS:
+        for prompt in OPEN_ENDED_PROMPTS:
             f.write(json.dumps({"prompt": prompt}, ensure_ascii=False) + "\n")
     dataloader = make_pretokenized_dataloader(
         file_path=data_file, tokenizer_name_or_path=MODEL, batch_size=4, seq_len=512
     )
 
-    # 4.3: logs to the console and to a timestamped file in log_dir
+    # logs to the console and to a timestamped file in log_dir
     logging.basicConfig(level=logging.INFO)
     trainer = DataParallelRLTrainer(config, log_dir=os.path.join(args.work_dir, "logs"))
-    # 4.1: reward shaping hook
+    # reward shaping hook
     trainer.set_reward_hook(custom_reward_shaping)
 
-    # 3.3: the training loop
+    # the training loop
     steps = 0
     for _epoch in range(args.epochs):
         for batch in dataloader:

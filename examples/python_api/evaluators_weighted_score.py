@@ -1,10 +1,10 @@
-"""Seed article 000, section 4.2: evaluators, and a weighted objective over reward, toxicity and latency.
+"""Evaluators (docs/python_api.md), and a weighted objective over reward, toxicity and latency.
 
     python examples/python_api/evaluators_weighted_score.py [--toxicity-model DIR]
 
 ``trainer.add_evaluator(name, evaluator)`` runs the evaluator on every validation; its values appear in the metrics
 as ``eval/<name>_mean`` (per-sample scores) or ``eval/<name>_p95`` (latency). The toxicity classifier is any local
-HF sequence-classification directory (the article's ``unitary/toxic-bert`` once downloaded); without one, the
+HF sequence-classification directory (e.g. ``unitary/toxic-bert`` once downloaded); without one, the
 script writes an untrained tiny classifier so the plumbing runs end to end (its scores mean nothing).
 """
 

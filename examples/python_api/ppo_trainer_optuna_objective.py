@@ -1,9 +1,9 @@
-"""Seed article 000, section 3.2: a whole PPO run as an objective function of its hyperparameters.
+"""A whole PPO run as an objective function of its hyperparameters (docs/python_api.md, hyperparameter search).
 
-    python examples/python_api/ppo_trainer_optuna_objective.py                 # one run at the article's tip values
+    python examples/python_api/ppo_trainer_optuna_objective.py                 # one run at the starting values
     python examples/python_api/ppo_trainer_optuna_objective.py --optuna-trials 4   # a real Optuna study (if installed)
 
-``objective(params)`` builds a ``PPOTrainer`` from the article's five hyperparameters, trains ``--max-steps`` steps
+``objective(params)`` builds a ``PPOTrainer`` from five hyperparameters, trains ``--max-steps`` steps
 and returns the last ``eval/reward_mean`` (held-out mean score). ``PPOTrainer`` is a thin layer over the ``main_ppo``
 controller: ``trainer.config`` is the ``ppo_trainer`` config tree the arguments map onto (docs/python_api.md).
 """
@@ -14,10 +14,10 @@ import argparse
 
 from _common import MODEL, base_parser, data_kwargs
 
-from verl import DataConfig, EngineConfig, Trainer  # noqa: F401  (the article imports Trainer too; it is the base)
+from verl import DataConfig, EngineConfig, Trainer  # noqa: F401  (Trainer is the base class)
 from verl.trainer.ppo import PPOTrainer
 
-# The article's "tip": fix reward_temp=1.0 and gamma=0.99 first, tune kl_coef and actor_lr.
+# Starting values; on a small budget fix reward_temp=1.0 and gamma=0.99 first, tune kl_coef and actor_lr.
 TIP_PARAMS = {"kl_coef": 0.05, "gamma": 0.99, "num_rollout_steps": 16, "actor_lr": 5e-5, "reward_temp": 1.0}
 
 
@@ -25,13 +25,13 @@ def objective(params: dict, args: argparse.Namespace) -> float:
     """Train with ``params`` (kl_coef, gamma, num_rollout_steps, actor_lr, reward_temp); return the last
     validation reward mean."""
     trainer = PPOTrainer(
-        actor_model=args.actor_model,  # the article: "meta-llama/Llama-3-8b-chat-hf"
-        reward_model=args.reward_model,  # the article: "weibomiaoo/rm-llama3-8b" (a local RM directory works)
+        actor_model=args.actor_model,  # a local HF causal-LM directory (e.g. a Llama-3-8B chat copy)
+        reward_model=args.reward_model,  # a scorer name or a local reward-model directory
         data_config=DataConfig(**{**data_kwargs(args), "num_rollout_steps": params["num_rollout_steps"]}),
         engine_config=EngineConfig(kl_coef=params["kl_coef"], gamma=params["gamma"], reward_temp=params["reward_temp"]),
         optim_config={
             "actor_lr": params["actor_lr"],
-            "critic_lr": params["actor_lr"] * 0.5,  # the article: critic lr at half the actor's
+            "critic_lr": params["actor_lr"] * 0.5,  # critic lr at half the actor's
         },
         output_dir=args.out_dir,
     )

@@ -1,4 +1,4 @@
-"""Seed article 000, section 4.1: step callbacks on the hybrid engine -- a per-token KL filter, a dynamic gamma
+"""Step callbacks on the hybrid engine (docs/python_api.md) -- a per-token KL filter, a dynamic gamma
 scheduler and reward-aware early stopping.
 
     python examples/python_api/step_callbacks.py

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Hyperparameter search over the main job with the article's five parameters (examples/tune/search_space.yaml).
+# Hyperparameter search over the main job with PPOTrainer's five hyperparameters (examples/tune/search_space.yaml;
+# docs/tune.md#the-default-search-space).
 # Small budget per trial; resume by running the same command again. Extra key=value arguments are passed on,
 # e.g. `bash examples/tune/run_tune.sh --n-trials 2 trainer.total_training_steps=2` for a smoke test.
 set -euo pipefail

@@ -12,7 +12,7 @@ NAN, INF = float("nan"), float("inf")
 
 
 def test_masked_mean_ignores_nan_outside_the_mask():
-    # the case: 2.5 in verl, NaN when written as sum(values * mask) (0 * NaN = NaN)
+    # a NaN outside the mask: 2.5 in verl, NaN when written as sum(values * mask) (0 * NaN = NaN)
     values = torch.tensor([1.0, 2.0, NAN, 4.0])
     assert masked_mean(values, torch.tensor([1.0, 0.0, 0.0, 1.0])).item() == 2.5
     assert masked_mean(torch.tensor([1.0, INF, -INF, 4.0]), torch.tensor([1, 0, 0, 1])).item() == 2.5

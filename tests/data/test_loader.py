@@ -9,7 +9,7 @@ import pytest
 from verl.data import DataLoader, make_pretokenized_dataloader
 
 MODEL = "builtin://tiny-qwen2-arith-sft"
-ARTICLE_PROMPTS = ["请写一首关于春天的诗", "解释什么是光合作用", "推荐三部经典的科幻电影"]
+OPEN_ENDED_PROMPTS = ["请写一首关于春天的诗", "解释什么是光合作用", "推荐三部经典的科幻电影"]
 
 
 def write_jsonl(path, rows) -> str:
@@ -18,7 +18,7 @@ def write_jsonl(path, rows) -> str:
 
 
 def test_batches_are_left_padded_prompts_with_the_chat_template(tmp_path):
-    rows = [{"prompt": p} for p in ARTICLE_PROMPTS] + [
+    rows = [{"prompt": p} for p in OPEN_ENDED_PROMPTS] + [
         {"prompt": [{"role": "user", "content": "What is 2 + 3?"}], "data_source": "arithmetic", "ground_truth": "5"}
     ]
     loader = make_pretokenized_dataloader(

@@ -1,4 +1,5 @@
-"""Each Python-API example (one per seed-article snippet) runs for a step or two and prints what it promises."""
+"""Each Python-API example (one per snippet of docs/python_api.md) runs for a step or two and prints what it
+promises."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The Python trainer API (seed articles 000 and 004): argument -> config-key mapping, bad input, and tiny end-to-end
-runs through the same controller as main_ppo."""
+"""The Python trainer API (PPOTrainer, DataParallelRLTrainer; docs/python_api.md): argument -> config-key mapping, bad
+input, and tiny end-to-end runs through the same controller as main_ppo."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_ppo_trainer_arguments_land_on_their_tree_keys(tmp_path):
     assert c.algorithm.kl_ctrl.kl_coef == 0.05 and c.algorithm.gamma == 0.95 and c.algorithm.reward_temp == 2.0
     assert c.actor_rollout_ref.actor.optim.lr == 1e-5 and c.critic.optim.lr == 5e-6
     assert c.algorithm.adv_estimator == "gae" and trainer.output_dir == str(tmp_path)
-    assert isinstance(DataConfig(rollout_batch_size=1), dict)  # the article: "plain Python dicts"
+    assert isinstance(DataConfig(rollout_batch_size=1), dict)  # the argument groups are plain dicts
     grpo = PPOTrainer(adv_estimator="grpo", overrides={"trainer.seed": 7}, engine_config={"kl_coef": 0.0})
     assert grpo.config.algorithm.adv_estimator == "grpo" and grpo.config.trainer.seed == 7
     assert grpo.config.algorithm.use_kl_in_reward is False
@@ -207,7 +207,7 @@ def classifier_dir(tmp_path_factory) -> str:
 
 @pytest.mark.slow
 def test_ppo_trainer_train_with_evaluators_and_callbacks(tmp_path, classifier_dir):
-    """Article 000 end to end: train() returns metric lists with eval/reward_mean and eval/reward_std, the evaluators'
+    """PPOTrainer end to end: train() returns metric lists with eval/reward_mean and eval/reward_std, the evaluators'
     eval/* values make the weighted objective, and the three built-in callbacks act on the run."""
     calls = []
 
@@ -284,8 +284,8 @@ def test_reward_model_directory(tmp_path):
 
 @pytest.mark.slow
 def test_data_parallel_trainer_train_step(tmp_path):
-    """Article 004 end to end: dict config, JSONL dataloader, train_step returning loss/reward, the reward hook,
-    timestamped log file."""
+    """DataParallelRLTrainer end to end: dict config, JSONL dataloader, train_step returning loss/reward, the reward
+    hook, timestamped log file."""
     import logging
 
     from verl.data import make_pretokenized_dataloader
@@ -419,7 +419,7 @@ def test_evaluation_of_no_rows_is_an_error():
 
 @pytest.mark.slow
 def test_the_dict_configs_reward_group_holds_reward_model_and_the_trees_reward_section():
-    """config['reward'] is the seed articles' alias group (model) and the tree's reward section (newer verl's
+    """config['reward'] is the dict config's alias group (model) and the tree's reward section (newer verl's
     reward.sandbox_fusion.*, reward.num_workers) at once."""
     from verl.utils.config_dict import get_ppo_default_config, ppo_dict_to_overrides
 

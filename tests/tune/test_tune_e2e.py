@@ -152,7 +152,8 @@ def test_kill_9_then_resume(tmp_path):
 
 
 def test_in_process_objective_pattern(tmp_path):
-    """The article's objective(trial): sample, train in-process with a pruning callback, return a metric."""
+    """An Optuna-style objective(trial) (docs/tune.md): sample, train in-process with a pruning callback, return a
+    metric."""
     from verl.trainer.main_ppo import run_ppo
 
     def objective(trial):

@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 OUTPUT_ROOT = os.path.join("outputs", "verl-python")
 
 # ------------------------------------------------------------------------------------------------------------------
-# Article 000's argument groups: DataConfig, EngineConfig, optim_config (plain dicts with known keys)
+# PPOTrainer's argument groups (docs/python_api.md): DataConfig, EngineConfig, optim_config (plain dicts, known keys)
 # ------------------------------------------------------------------------------------------------------------------
 
 
