@@ -20,12 +20,16 @@ from enum import Enum
 from typing import Any
 
 from verl.single_controller.base import ClassWithInitArgs, LocalWorkerGroup, RoleWorkerGroup
-from verl.workers.config.rollout import uses_agent_loop
+from verl.utils.ppo_config import (
+    CRITIC_ESTIMATORS,  # noqa: F401 (importable from here, as before)
+    uses_agent_loop,
+    uses_critic,
+    uses_reference_policy,
+)
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
 
 logger = logging.getLogger(__name__)
 
-CRITIC_ESTIMATORS = ("gae",)
 GLOBAL_POOL = "global_pool"
 
 
@@ -79,20 +83,6 @@ class ResourcePoolManager:
 
     def get_n_gpus(self) -> int:
         return sum(sum(shape) for shape in self.resource_pool_spec.values())
-
-
-def uses_reference_policy(config: Any) -> bool:
-    """Whether the run needs the frozen reference policy: ``ref.enable``, else a KL term that reads it."""
-    enable = config.actor_rollout_ref.ref.enable
-    if enable is not None:
-        return bool(enable)
-    return bool(config.actor_rollout_ref.actor.use_kl_loss or config.algorithm.use_kl_in_reward)
-
-
-def uses_critic(config: Any) -> bool:
-    """Whether the run trains a critic: ``critic.enable``, else an estimator that needs values (GAE)."""
-    enable = config.critic.enable
-    return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
 
 
 need_reference_policy, need_critic = uses_reference_policy, uses_critic  # verl's names
