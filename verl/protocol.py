@@ -21,16 +21,17 @@ lists / masks copy. Where verl asserts, the errors here are `DataProtoError` (a 
 
 The object is plain-picklable (it crosses Ray process boundaries); pickling compacts tensors that are views of a
 larger storage so a small slice does not ship its parent's whole buffer. The TensorDict conversions, iteration
-helpers and `DataProtoFuture` live in `verl.protocol_ops` and are importable from here.
+helpers live in `verl.protocol_ops` and are importable from here; the helpers that build or recognise the class
+(`collate_fn`, `pad_dataproto_to_divisor`, `DataProtoFuture`) are defined below it.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import pickle
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -38,20 +39,13 @@ import torch
 from tensordict import TensorDict
 
 import verl.protocol_ops as ops
-from verl.protocol_ops import (  # the helpers that do not need the class; the public ones re-exported (__all__)
-    DataProtoFuture,
-    collate_fn,
-    fold_batch_dim,
-    pad_dataproto_to_divisor,
-    unfold_batch_dim,
-    unpad_dataproto,
-)
+from verl.protocol_ops import fold_batch_dim, unfold_batch_dim, unpad_dataproto  # re-exported (__all__)
+from verl.protocol_tensordict import concat_tensordict
 from verl.protocol_utils import (
     DataProtoConfig,
     DataProtoError,
     IndexLike,
     _as_non_tensor,
-    _deep_equal,
     _index_array,
     _merge_dicts,  # noqa: F401 (kept importable from verl.protocol)
     check_fields,
@@ -346,27 +340,7 @@ class DataProto:
         Without ``deepcopy`` the result shares tensors/arrays with self (in new containers); with it, everything is
         copied.
         """
-
-        def pick(src: Mapping, keys: Sequence[str] | None, what: str) -> list[str]:
-            if keys is None:
-                return list(src.keys())
-            keys = [keys] if isinstance(keys, str) else list(keys)
-            missing = [k for k in keys if k not in src.keys()]
-            if missing:
-                raise KeyError(f"DataProto.select: {what} key(s) {missing} not found; available: {list(src.keys())}")
-            return keys
-
-        if self.batch is None and batch_keys:
-            raise KeyError(f"DataProto.select: tensor key(s) {list(batch_keys)} requested but batch is None")
-        batch = None if self.batch is None else self.batch.select(*pick(self.batch, batch_keys, "tensor"))
-        non_tensor = {
-            k: self.non_tensor_batch[k] for k in pick(self.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
-        }
-        meta = {k: self.meta_info[k] for k in pick(self.meta_info, meta_info_keys, "meta_info")}
-        if deepcopy:
-            batch = None if batch is None else batch.clone()
-            non_tensor, meta = copy.deepcopy((non_tensor, meta))
-        return self._new(batch, non_tensor, meta)
+        return self._new(*ops.selected(self, batch_keys, non_tensor_batch_keys, meta_info_keys, deepcopy))
 
     def pop(
         self,
@@ -379,43 +353,11 @@ class DataProto:
         The popped DataProto gets only the popped meta_info keys, and ``batch is None`` if no tensor was popped.
         Self keeps its length when all its tensors are popped (its batch is then an empty TensorDict of that size).
         """
-
-        def check(src: Mapping, keys: Sequence[str] | None, what: str) -> list[str]:
-            keys = [] if keys is None else [keys] if isinstance(keys, str) else list(keys)
-            missing = [k for k in keys if k not in src.keys()]
-            if missing:
-                raise KeyError(f"DataProto.pop: {what} key(s) {missing} not found; available: {list(src.keys())}")
-            return keys
-
-        if self.batch is None and batch_keys:
-            raise KeyError(f"DataProto.pop: tensor key(s) {list(batch_keys)} requested but batch is None")
-        tensor_keys = [] if self.batch is None else check(self.batch, batch_keys, "tensor")
-        nt_keys = check(self.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
-        meta_keys = check(self.meta_info, meta_info_keys, "meta_info")
-        batch = None
-        if tensor_keys:
-            batch = new_batch_like({k: self.batch.pop(k) for k in tensor_keys}, len(self), self.batch)
-        non_tensor = {k: self.non_tensor_batch.pop(k) for k in nt_keys}
-        meta = {k: self.meta_info.pop(k) for k in meta_keys}
-        return self._new(batch, non_tensor, meta)
+        return self._new(*ops.popped(self, batch_keys, non_tensor_batch_keys, meta_info_keys))
 
     def rename(self, old_keys: str | Sequence[str], new_keys: str | Sequence[str]) -> DataProto:
         """Rename keys in place (tensor keys first, else non-tensor keys); returns self."""
-        olds = [old_keys] if isinstance(old_keys, str) else list(old_keys)
-        news = [new_keys] if isinstance(new_keys, str) else list(new_keys)
-        if len(olds) != len(news):
-            raise ValueError(f"DataProto.rename: {len(olds)} old keys but {len(news)} new keys")
-        tensor_keys = set() if self.batch is None else set(self.batch.keys())
-        for old, new in zip(olds, news):
-            if old not in tensor_keys and old not in self.non_tensor_batch:
-                raise KeyError(f"DataProto.rename: key {old!r} not found")
-            if new != old and (new in tensor_keys or new in self.non_tensor_batch):
-                raise ValueError(f"DataProto.rename: cannot rename {old!r} to {new!r}, which already exists")
-            if old in tensor_keys:
-                self.batch.rename_key_(old, new)
-                tensor_keys = (tensor_keys - {old}) | {new}
-            else:
-                self.non_tensor_batch[new] = self.non_tensor_batch.pop(old)
+        ops.rename_keys(self, old_keys, new_keys)
         return self
 
     def union(self, other: DataProto) -> DataProto:
@@ -425,33 +367,7 @@ class DataProto:
         meta_info). A key present in both must hold equal values, else `DataProtoError` naming the key; nothing is
         changed then.
         """
-        has_rows_self = self.batch is not None or bool(self.non_tensor_batch)
-        has_rows_other = other.batch is not None or bool(other.non_tensor_batch)
-        if has_rows_self and has_rows_other and len(self) != len(other):
-            raise DataProtoError(f"DataProto.union: lengths differ ({len(self)} vs {len(other)})")
-        # validate everything before mutating, so a failed union leaves self untouched
-        for what, mine, theirs in (
-            ("tensor", self.batch, other.batch),
-            ("non-tensor", self.non_tensor_batch, other.non_tensor_batch),
-            ("meta_info", self.meta_info, other.meta_info),
-        ):
-            if mine is None or theirs is None:
-                continue
-            for key in theirs.keys():
-                if key in mine.keys() and not _deep_equal(mine[key], theirs[key]):
-                    raise DataProtoError(
-                        f"DataProto.union: {what} key {key!r} exists in both operands with different values; "
-                        "rename or pop it on one side first"
-                    )
-        if other.batch is not None:
-            if self.batch is None:
-                self.batch = other.batch.copy()
-            else:
-                for key, val in other.batch.items():
-                    if key not in self.batch.keys():
-                        self.batch[key] = val
-        self.non_tensor_batch.update(other.non_tensor_batch)
-        self.meta_info.update(other.meta_info)
+        ops.union_into(self, other)
         return self
 
     @staticmethod
@@ -504,24 +420,7 @@ class DataProto:
         ``interleave=True``: ``[a, b] -> [a, a, b, b]`` (each prompt's samples adjacent, as GRPO groups expect);
         ``interleave=False``: ``[a, b] -> [a, b, a, b]``.
         """
-        if not isinstance(repeat_times, int) or repeat_times < 1:
-            raise DataProtoError(f"DataProto.repeat: repeat_times must be an int >= 1, got {repeat_times!r}")
-        batch = None
-        if self.batch is not None:
-            tensors = {}
-            for k, v in self.batch.items():
-                if interleave:
-                    tensors[k] = v.repeat_interleave(repeat_times, dim=0)
-                else:
-                    tensors[k] = v.repeat(repeat_times, *([1] * (v.dim() - 1)))
-            batch = new_batch_like(tensors, len(self) * repeat_times, self.batch)
-        non_tensor = {}
-        for k, v in self.non_tensor_batch.items():
-            if interleave:
-                non_tensor[k] = np.repeat(v, repeat_times, axis=0)
-            else:
-                non_tensor[k] = np.tile(v, (repeat_times,) + (1,) * (v.ndim - 1))
-        return self._new(batch, non_tensor)
+        return self._new(*ops.repeated(self, repeat_times, interleave))
 
     def sample_level_repeat(self, repeat_times: Sequence[int] | np.ndarray | torch.Tensor) -> DataProto:
         """Repeat row ``i`` ``repeat_times[i]`` times, copies adjacent (``[a, b], [2, 1] -> [a, a, b]``); a count
@@ -577,3 +476,85 @@ class DataProto:
         (``dataloader_kwargs``, e.g. ``{"shuffle": True}``; ``seed`` fixes its generator). Each mini-batch carries
         this DataProto's meta_info. The same sampler as verl's, so a seed gives the same rows."""
         return ops.make_iterator(self, mini_batch_size, epochs, seed, dataloader_kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rows, padding and futures: the helpers that build or recognise a DataProto
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def pad_dataproto_to_divisor(data: DataProto, size_divisor: int) -> tuple[DataProto, int]:
+    """Pad ``data`` so its length is a multiple of ``size_divisor``, e.g. before ``chunk(world_size)``.
+
+    Padding rows are copies of rows from the start (cycling again if more padding than rows is needed).
+    Returns ``(padded, pad_size)``; undo with ``unpad_dataproto(result, pad_size)``. An empty DataProto is
+    returned unchanged with ``pad_size == 0`` (there is nothing to copy).
+    """
+    if not isinstance(data, DataProto):
+        raise TypeError(f"pad_dataproto_to_divisor expects a DataProto, got {type(data).__name__}")
+    if not isinstance(size_divisor, int) or size_divisor <= 0:
+        raise DataProtoError(f"size_divisor must be a positive int, got {size_divisor!r}")
+    n = len(data)
+    if n == 0 or n % size_divisor == 0:
+        return data, 0
+    pad_size = size_divisor - n % size_divisor
+    padding = data.select_idxs(np.arange(pad_size) % n)
+    return ops.concat_dataprotos([data, padding]), pad_size
+
+
+def _stack_column(values: list[Any]) -> np.ndarray:
+    """A non-tensor column rebuilt from its rows: equal-shape arrays (rows of a 2-D column) stack back, anything
+    else becomes a 1-D object array."""
+    if values and all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
+        return np.stack(values).astype(object)
+    return to_object_array(values)
+
+
+def collate_fn(items: list[DataProtoItem]) -> DataProto:
+    """A `DataProto` from rows (`DataProtoItem`s), as a ``DataLoader`` over a DataProto yields them."""
+    batches = [it.batch for it in items]
+    batch = None if not batches or batches[0] is None else torch.stack(batches).contiguous()
+    columns = list_of_dict_to_dict_of_list([it.non_tensor_batch for it in items])
+    return DataProto(batch=batch, non_tensor_batch={k: _stack_column(v) for k, v in columns.items()})
+
+
+def _take_chunk(data: Any, index: int, chunks: int) -> Any:
+    return data.chunk(chunks=chunks)[index]
+
+
+@dataclass
+class DataProtoFuture:
+    """The not-yet-fetched result of Ray calls on a worker group: ``futures`` (``ray.ObjectRef``s, one per rank),
+    ``collect_fn`` to join them, and ``dispatch_fn`` to cut the joined result for one consumer rank. Passing it
+    from one worker-group call to the next keeps the data off the driver. Only `get` and `chunk` work on it."""
+
+    collect_fn: Callable
+    futures: list[Any]
+    dispatch_fn: Callable | None = None
+
+    @staticmethod
+    def concat(data: list[Any]) -> DataProtoFuture:
+        """A future of the `DataProto.concat` of the results behind ``data``."""
+        return DataProtoFuture(collect_fn=DataProto.concat, futures=data)
+
+    def chunk(self, chunks: int) -> list[DataProtoFuture]:
+        """``chunks`` futures, the i-th resolving to chunk i of this one's result."""
+        return [
+            DataProtoFuture(self.collect_fn, self.futures, dispatch_fn=partial(_take_chunk, index=i, chunks=chunks))
+            for i in range(chunks)
+        ]
+
+    def get(self) -> Any:
+        """Fetch the results (``ray.get``), join them (DataProtos with `DataProto.concat`, TensorDicts with
+        ``tensordict_utils.concat_tensordict``) and apply ``dispatch_fn``."""
+        import ray
+
+        outputs = ray.get(self.futures)
+        if all(isinstance(o, DataProto) for o in outputs):
+            output = DataProto.concat(outputs)
+        elif all(isinstance(o, TensorDict) for o in outputs):
+            output = concat_tensordict(outputs)
+        else:
+            kinds = sorted({type(o).__name__ for o in outputs})
+            raise TypeError(f"DataProtoFuture.get: the futures hold {kinds}; expected all DataProto or all TensorDict")
+        return output if self.dispatch_fn is None else self.dispatch_fn(output)

@@ -1,39 +1,47 @@
-"""The parts of verl's ``verl/protocol.py`` API around `verl.protocol.DataProto` that are not row operations: the
-conversion to and from one ``TensorDict`` (verl's v2 batch form), mini-batch iteration (`make_iterator`,
-`collate_fn`), grouping rows (`fold_batch_dim` / `unfold_batch_dim`, `unfold_column` for
-``DataProto.unfold_column_chunks``), `DataProtoFuture` (results of Ray calls not fetched yet) and the text of
+"""The class-free helpers of `verl.protocol.DataProto` (verl's ``verl/protocol.py`` API): the conversion to and from
+one ``TensorDict`` (verl's v2 batch form), the bodies of the key operations (``select``, ``pop``, ``rename``,
+``union``) and of ``repeat``, mini-batch iteration (`make_iterator`), grouping rows (`fold_batch_dim` /
+`unfold_batch_dim`, `unfold_column` for ``DataProto.unfold_column_chunks``) and the text of
 ``DataProto.get_data_info``.
 
-All names are importable from `verl.protocol`; this module imports the class lazily (``verl.protocol`` imports this
-one at load time).
+``verl.protocol`` imports this module and re-exports its public names, so nothing here names the class: a helper
+takes any object with a DataProto's fields (`RowBatch`) and builds results with ``type(data)``.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
 from tensordict import TensorDict
 
-from verl.protocol_utils import (
-    DataProtoError,
-    list_of_dict_to_dict_of_list,
-    merge_meta_info,
-    new_batch_like,
-    to_object_array,
-)
+from verl.protocol_tensordict import get_tensordict
+from verl.protocol_utils import DataProtoError, _deep_equal, merge_meta_info, new_batch_like, to_object_array
 
-if TYPE_CHECKING:
-    from verl.protocol import DataProto, DataProtoItem
 
-__all__ = ["DataProtoFuture", "collate_fn", "fold_batch_dim", "unfold_batch_dim"]
+class RowBatch(Protocol):
+    """What these helpers use of a `verl.protocol.DataProto`."""
+
+    batch: TensorDict | None
+    non_tensor_batch: dict[str, np.ndarray]
+    meta_info: dict
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, item: Any) -> Any: ...
+
+    def select_idxs(self, idxs: Any) -> Any: ...
+
+
+Batch = TypeVar("Batch", bound=RowBatch)  # a helper that returns rows returns the class it was given
+
+__all__ = ["fold_batch_dim", "unfold_batch_dim"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -41,12 +49,10 @@ __all__ = ["DataProtoFuture", "collate_fn", "fold_batch_dim", "unfold_batch_dim"
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def dataproto_to_tensordict(data: DataProto) -> TensorDict:
+def dataproto_to_tensordict(data: RowBatch) -> TensorDict:
     """Tensors as they are, each non-tensor column as a ``NonTensorStack`` (one element per row, nested lists and
     dicts kept whole) and each meta_info entry as ``NonTensorData``. A key may not be in two of the three."""
     from tensordict.tensorclass import NonTensorData, NonTensorStack
-
-    from verl.utils.tensordict_utils import get_tensordict
 
     tensors: dict[str, Any] = {} if data.batch is None else data.batch.to_dict()
     for group, keys in (("non_tensor_batch", data.non_tensor_batch), ("meta_info", data.meta_info)):
@@ -84,7 +90,7 @@ def dataproto_fields_from_tensordict(td: TensorDict) -> tuple[dict[str, torch.Te
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def concat_dataprotos(data: Sequence[DataProto]) -> DataProto:
+def concat_dataprotos(data: Sequence[Batch]) -> Batch:
     """``DataProto.concat`` (see its docstring); the result has the first part's class."""
     if len(data) == 0:
         raise DataProtoError("DataProto.concat: need at least one DataProto")
@@ -123,28 +129,7 @@ def concat_dataprotos(data: Sequence[DataProto]) -> DataProto:
     return type(first)(batch=batch, non_tensor_batch=non_tensor, meta_info=meta)
 
 
-def pad_dataproto_to_divisor(data: DataProto, size_divisor: int) -> tuple[DataProto, int]:
-    """Pad ``data`` so its length is a multiple of ``size_divisor``, e.g. before ``chunk(world_size)``.
-
-    Padding rows are copies of rows from the start (cycling again if more padding than rows is needed).
-    Returns ``(padded, pad_size)``; undo with ``unpad_dataproto(result, pad_size)``. An empty DataProto is
-    returned unchanged with ``pad_size == 0`` (there is nothing to copy).
-    """
-    from verl.protocol import DataProto
-
-    if not isinstance(data, DataProto):
-        raise TypeError(f"pad_dataproto_to_divisor expects a DataProto, got {type(data).__name__}")
-    if not isinstance(size_divisor, int) or size_divisor <= 0:
-        raise DataProtoError(f"size_divisor must be a positive int, got {size_divisor!r}")
-    n = len(data)
-    if n == 0 or n % size_divisor == 0:
-        return data, 0
-    pad_size = size_divisor - n % size_divisor
-    padding = data.select_idxs(np.arange(pad_size) % n)
-    return concat_dataprotos([data, padding]), pad_size
-
-
-def unpad_dataproto(data: DataProto, pad_size: int) -> DataProto:
+def unpad_dataproto(data: Batch, pad_size: int) -> Batch:
     """Drop the last ``pad_size`` rows added by `pad_dataproto_to_divisor`."""
     if pad_size < 0 or pad_size > len(data):
         raise DataProtoError(f"unpad_dataproto: pad_size {pad_size} is out of range for length {len(data)}")
@@ -197,7 +182,7 @@ def unfold_column(key: str, val: Any, n_split: int, split: bool) -> Any:
     return val.reshape(shape)
 
 
-def fold_batch_dim(data: DataProto, new_batch_size: int) -> DataProto:
+def fold_batch_dim(data: Batch, new_batch_size: int) -> Batch:
     """Group consecutive rows: ``[bs, ...] -> [new_batch_size, bs // new_batch_size, ...]`` for every tensor and
     non-tensor (e.g. a prompt's n responses into one row), so shuffles and chunks move whole groups."""
     n = len(data)
@@ -211,7 +196,7 @@ def fold_batch_dim(data: DataProto, new_batch_size: int) -> DataProto:
     return type(data)(batch=batch, non_tensor_batch=non_tensor, meta_info=data.meta_info)
 
 
-def unfold_batch_dim(data: DataProto, batch_dims: int = 2) -> DataProto:
+def unfold_batch_dim(data: Batch, batch_dims: int = 2) -> Batch:
     """The inverse of `fold_batch_dim`: the first ``batch_dims`` dims of every column become one row dim."""
     if batch_dims < 1:
         raise DataProtoError(f"unfold_batch_dim: batch_dims must be >= 1, got {batch_dims}")
@@ -235,27 +220,9 @@ def unfold_batch_dim(data: DataProto, batch_dims: int = 2) -> DataProto:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _stack_column(values: list[Any]) -> np.ndarray:
-    """A non-tensor column rebuilt from its rows: equal-shape arrays (rows of a 2-D column) stack back, anything
-    else becomes a 1-D object array."""
-    if values and all(isinstance(v, np.ndarray) for v in values) and len({v.shape for v in values}) == 1:
-        return np.stack(values).astype(object)
-    return to_object_array(values)
-
-
-def collate_fn(items: list[DataProtoItem]) -> DataProto:
-    """A `DataProto` from rows (`DataProtoItem`s), as a ``DataLoader`` over a DataProto yields them."""
-    from verl.protocol import DataProto
-
-    batches = [it.batch for it in items]
-    batch = None if not batches or batches[0] is None else torch.stack(batches).contiguous()
-    columns = list_of_dict_to_dict_of_list([it.non_tensor_batch for it in items])
-    return DataProto(batch=batch, non_tensor_batch={k: _stack_column(v) for k, v in columns.items()})
-
-
 def make_iterator(
-    data: DataProto, mini_batch_size: int, epochs: int, seed: int | None, dataloader_kwargs: dict | None
-) -> Iterator[DataProto]:
+    data: Batch, mini_batch_size: int, epochs: int, seed: int | None, dataloader_kwargs: dict | None
+) -> Iterator[Batch]:
     """``DataProto.make_iterator``: a ``DataLoader`` over the row numbers (the sampler, and so the order for a
     seed, is what a loader over the DataProto itself would draw), each mini-batch taken with ``select_idxs``."""
     from torch.utils.data import DataLoader
@@ -274,7 +241,7 @@ def make_iterator(
         range(len(data)), batch_size=mini_batch_size, collate_fn=data.select_idxs, generator=generator, **kwargs
     )
 
-    def batches() -> Iterator[DataProto]:
+    def batches() -> Iterator[Batch]:
         for _ in range(epochs):
             for mini in loader:
                 mini.meta_info = data.meta_info
@@ -284,64 +251,11 @@ def make_iterator(
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# futures
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _take_chunk(data: Any, index: int, chunks: int) -> Any:
-    return data.chunk(chunks=chunks)[index]
-
-
-@dataclass
-class DataProtoFuture:
-    """The not-yet-fetched result of Ray calls on a worker group: ``futures`` (``ray.ObjectRef``s, one per rank),
-    ``collect_fn`` to join them, and ``dispatch_fn`` to cut the joined result for one consumer rank. Passing it
-    from one worker-group call to the next keeps the data off the driver. Only `get` and `chunk` work on it."""
-
-    collect_fn: Callable
-    futures: list[Any]
-    dispatch_fn: Callable | None = None
-
-    @staticmethod
-    def concat(data: list[Any]) -> DataProtoFuture:
-        """A future of the `DataProto.concat` of the results behind ``data``."""
-        from verl.protocol import DataProto
-
-        return DataProtoFuture(collect_fn=DataProto.concat, futures=data)
-
-    def chunk(self, chunks: int) -> list[DataProtoFuture]:
-        """``chunks`` futures, the i-th resolving to chunk i of this one's result."""
-        return [
-            DataProtoFuture(self.collect_fn, self.futures, dispatch_fn=partial(_take_chunk, index=i, chunks=chunks))
-            for i in range(chunks)
-        ]
-
-    def get(self) -> Any:
-        """Fetch the results (``ray.get``), join them (DataProtos with `DataProto.concat`, TensorDicts with
-        ``tensordict_utils.concat_tensordict``) and apply ``dispatch_fn``."""
-        import ray
-
-        from verl.protocol import DataProto
-
-        outputs = ray.get(self.futures)
-        if all(isinstance(o, DataProto) for o in outputs):
-            output = DataProto.concat(outputs)
-        elif all(isinstance(o, TensorDict) for o in outputs):
-            from verl.utils.tensordict_utils import concat_tensordict
-
-            output = concat_tensordict(outputs)
-        else:
-            kinds = sorted({type(o).__name__ for o in outputs})
-            raise TypeError(f"DataProtoFuture.get: the futures hold {kinds}; expected all DataProto or all TensorDict")
-        return output if self.dispatch_fn is None else self.dispatch_fn(output)
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # description
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def summary(data: DataProto) -> str:
+def summary(data: RowBatch) -> str:
     """``repr(data)``: one line with the length, each tensor's shape/dtype/device, the non-tensors, meta_info keys."""
     parts = ["batch=None"]
     if data.batch is not None:
@@ -354,7 +268,7 @@ def summary(data: DataProto) -> str:
     return f"{type(data).__name__}(len={len(data)}, " + ", ".join(parts) + ")"
 
 
-def size_report(data: DataProto) -> str:
+def size_report(data: RowBatch) -> str:
     """``DataProto.print_size``'s text: GB held by the tensors and by the non-tensor arrays, and the summary."""
     tensor_bytes = 0 if data.batch is None else sum(v.element_size() * v.numel() for v in data.batch.values())
     array_bytes = sum(v.nbytes for v in data.non_tensor_batch.values())
@@ -390,7 +304,7 @@ def _type_info(value: Any) -> str:
     return type(value).__name__
 
 
-def data_info(data: DataProto) -> str:
+def data_info(data: RowBatch) -> str:
     """``DataProto.get_data_info``'s text."""
     lines = ["batch"]
     for key, val in [] if data.batch is None else data.batch.items():
@@ -400,3 +314,137 @@ def data_info(data: DataProto) -> str:
     lines.append("meta_info")
     lines += [f"  {key}: {_type_info(val)}" for key, val in data.meta_info.items()]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# keys and repeats: the bodies of DataProto.select / pop / rename / union / repeat
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def selected(
+    data: RowBatch,
+    batch_keys: Sequence[str] | None,
+    non_tensor_batch_keys: Sequence[str] | None,
+    meta_info_keys: Sequence[str] | None,
+    deepcopy: bool,
+) -> tuple[TensorDict | None, dict[str, np.ndarray], dict]:
+    """The fields ``DataProto.select`` keeps (see its docstring); ``data`` is unchanged."""
+
+    def pick(src: Mapping, keys: Sequence[str] | None, what: str) -> list[str]:
+        if keys is None:
+            return list(src.keys())
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        missing = [k for k in keys if k not in src.keys()]
+        if missing:
+            raise KeyError(f"DataProto.select: {what} key(s) {missing} not found; available: {list(src.keys())}")
+        return keys
+
+    if data.batch is None and batch_keys:
+        raise KeyError(f"DataProto.select: tensor key(s) {list(batch_keys)} requested but batch is None")
+    batch = None if data.batch is None else data.batch.select(*pick(data.batch, batch_keys, "tensor"))
+    non_tensor = {k: data.non_tensor_batch[k] for k in pick(data.non_tensor_batch, non_tensor_batch_keys, "non-tensor")}
+    meta = {k: data.meta_info[k] for k in pick(data.meta_info, meta_info_keys, "meta_info")}
+    if deepcopy:
+        batch = None if batch is None else batch.clone()
+        non_tensor, meta = copy.deepcopy((non_tensor, meta))
+    return batch, non_tensor, meta
+
+
+def popped(
+    data: RowBatch,
+    batch_keys: Sequence[str] | None,
+    non_tensor_batch_keys: Sequence[str] | None,
+    meta_info_keys: Sequence[str] | None,
+) -> tuple[TensorDict | None, dict[str, np.ndarray], dict]:
+    """The fields ``DataProto.pop`` removes from ``data`` (see its docstring)."""
+
+    def check(src: Mapping, keys: Sequence[str] | None, what: str) -> list[str]:
+        keys = [] if keys is None else [keys] if isinstance(keys, str) else list(keys)
+        missing = [k for k in keys if k not in src.keys()]
+        if missing:
+            raise KeyError(f"DataProto.pop: {what} key(s) {missing} not found; available: {list(src.keys())}")
+        return keys
+
+    if data.batch is None and batch_keys:
+        raise KeyError(f"DataProto.pop: tensor key(s) {list(batch_keys)} requested but batch is None")
+    tensor_keys = [] if data.batch is None else check(data.batch, batch_keys, "tensor")
+    nt_keys = check(data.non_tensor_batch, non_tensor_batch_keys, "non-tensor")
+    meta_keys = check(data.meta_info, meta_info_keys, "meta_info")
+    batch = None
+    if tensor_keys:
+        batch = new_batch_like({k: data.batch.pop(k) for k in tensor_keys}, len(data), data.batch)
+    non_tensor = {k: data.non_tensor_batch.pop(k) for k in nt_keys}
+    meta = {k: data.meta_info.pop(k) for k in meta_keys}
+    return batch, non_tensor, meta
+
+
+def rename_keys(data: RowBatch, old_keys: str | Sequence[str], new_keys: str | Sequence[str]) -> None:
+    """``DataProto.rename`` in place (see its docstring)."""
+    olds = [old_keys] if isinstance(old_keys, str) else list(old_keys)
+    news = [new_keys] if isinstance(new_keys, str) else list(new_keys)
+    if len(olds) != len(news):
+        raise ValueError(f"DataProto.rename: {len(olds)} old keys but {len(news)} new keys")
+    tensor_keys = set() if data.batch is None else set(data.batch.keys())
+    for old, new in zip(olds, news):
+        if old not in tensor_keys and old not in data.non_tensor_batch:
+            raise KeyError(f"DataProto.rename: key {old!r} not found")
+        if new != old and (new in tensor_keys or new in data.non_tensor_batch):
+            raise ValueError(f"DataProto.rename: cannot rename {old!r} to {new!r}, which already exists")
+        if old in tensor_keys:
+            data.batch.rename_key_(old, new)
+            tensor_keys = (tensor_keys - {old}) | {new}
+        else:
+            data.non_tensor_batch[new] = data.non_tensor_batch.pop(old)
+
+
+def union_into(data: RowBatch, other: RowBatch) -> None:
+    """``DataProto.union`` in place (see its docstring)."""
+    has_rows_self = data.batch is not None or bool(data.non_tensor_batch)
+    has_rows_other = other.batch is not None or bool(other.non_tensor_batch)
+    if has_rows_self and has_rows_other and len(data) != len(other):
+        raise DataProtoError(f"DataProto.union: lengths differ ({len(data)} vs {len(other)})")
+    # validate everything before mutating, so a failed union leaves data untouched
+    for what, mine, theirs in (
+        ("tensor", data.batch, other.batch),
+        ("non-tensor", data.non_tensor_batch, other.non_tensor_batch),
+        ("meta_info", data.meta_info, other.meta_info),
+    ):
+        if mine is None or theirs is None:
+            continue
+        for key in theirs.keys():
+            if key in mine.keys() and not _deep_equal(mine[key], theirs[key]):
+                raise DataProtoError(
+                    f"DataProto.union: {what} key {key!r} exists in both operands with different values; "
+                    "rename or pop it on one side first"
+                )
+    if other.batch is not None:
+        if data.batch is None:
+            data.batch = other.batch.copy()
+        else:
+            for key, val in other.batch.items():
+                if key not in data.batch.keys():
+                    data.batch[key] = val
+    data.non_tensor_batch.update(other.non_tensor_batch)
+    data.meta_info.update(other.meta_info)
+
+
+def repeated(data: RowBatch, repeat_times: int, interleave: bool) -> tuple[TensorDict | None, dict[str, np.ndarray]]:
+    """The fields of ``DataProto.repeat`` (see its docstring)."""
+    if not isinstance(repeat_times, int) or repeat_times < 1:
+        raise DataProtoError(f"DataProto.repeat: repeat_times must be an int >= 1, got {repeat_times!r}")
+    batch = None
+    if data.batch is not None:
+        tensors = {}
+        for k, v in data.batch.items():
+            if interleave:
+                tensors[k] = v.repeat_interleave(repeat_times, dim=0)
+            else:
+                tensors[k] = v.repeat(repeat_times, *([1] * (v.dim() - 1)))
+        batch = new_batch_like(tensors, len(data) * repeat_times, data.batch)
+    non_tensor = {}
+    for k, v in data.non_tensor_batch.items():
+        if interleave:
+            non_tensor[k] = np.repeat(v, repeat_times, axis=0)
+        else:
+            non_tensor[k] = np.tile(v, (repeat_times,) + (1,) * (v.ndim - 1))
+    return batch, non_tensor

@@ -32,7 +32,7 @@ def plan_inputs_from_config(
 ) -> PlanInputs:
     """The planner's inputs for ``config`` (a loaded ``ppo_trainer`` config) on ``device``. ``validation_rows``: the
     sequences one validation samples at once (default: ``data.val_batch_size`` x ``val_kwargs.n`` when set)."""
-    from verl.trainer.ppo.roles import uses_critic, uses_reference_policy
+    from verl.utils.ppo_config import uses_critic, uses_reference_policy
 
     arr = config.actor_rollout_ref
     actor, rollout, model = arr.actor, arr.rollout, arr.model

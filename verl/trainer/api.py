@@ -35,8 +35,8 @@ from verl.trainer.api_rewards import (  # noqa: F401 (the API's reward helpers, 
     resolve_reward,
     wrap_reward_function,
 )
-from verl.utils.config import ConfigError, UnknownConfigKeyError, _closest, load_config
 from verl.utils.config_dict import flatten_leaves, ppo_dict_to_overrides
+from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, load_config
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from omegaconf import DictConfig, OmegaConf
 from verl.planner.check import check_memory, validation_rows
 from verl.sandbox.local import SandboxUnavailable
 from verl.single_controller.base import WorkerGroupError
-from verl.trainer.config.checks import check_ppo_config as check_config
 from verl.trainer.ppo.choices import check_data_sources, check_registered_choices
 from verl.trainer.ppo.code_isolation import resolve_code_isolation
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
@@ -34,6 +33,7 @@ from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  #
 from verl.utils.disk import DiskFullError
 from verl.utils.model import import_external_lib, load_tokenizer
 from verl.utils.ported_keys import apply_ported_keys, warn_ported_keys
+from verl.utils.ppo_config import check_ppo_config as check_config
 from verl.utils.torch_functional import enable_deterministic, set_seed
 from verl.workers.reward_manager import load_custom_reward_function
 

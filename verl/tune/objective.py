@@ -202,8 +202,8 @@ class SubprocessObjective:
     def __call__(self, trial) -> list[float]:
         from omegaconf import OmegaConf
 
-        from verl.trainer.config.checks import check_ppo_config
         from verl.utils.config import ConfigError, load_config
+        from verl.utils.ppo_config import check_ppo_config
 
         values = self.space.suggest(trial)
         trial_dir = os.path.abspath(os.path.join(self.study_dir, f"trial_{trial.number}"))

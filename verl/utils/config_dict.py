@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl.utils.config import ConfigError, UnknownConfigKeyError, _closest, load_config
+from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, load_config
 
 __all__ = ["ConfigDict", "dict_key", "flatten_leaves", "get_ppo_default_config", "ppo_dict_to_overrides"]
 

@@ -20,7 +20,7 @@ import tokenize
 import yaml
 from omegaconf import OmegaConf
 
-from verl.utils.config import _field_hints, _is_group, default_config, job_schema
+from verl.utils.config_loader import _field_hints, _is_group, default_config, job_schema
 
 JOBS = (
     ("ppo_trainer", "`python -m verl.trainer.main_ppo` (`verl ppo`), the tuner's trials and the Python API"),

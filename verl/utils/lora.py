@@ -11,7 +11,8 @@ sharded: only the adapter matrices (and a critic's value head) train, so only th
 - Checkpoints hold the adapter alone: ``dcp/`` (adapter + optimizer state, sharded), ``lora_adapter/`` in PEFT's
   format (``PeftModel.from_pretrained(base, dir)`` loads it) with the tokenizer.
 - A directory holding a PEFT adapter (``adapter_config.json``) is a model path wherever a model is loaded: the base
-  model named in it is loaded and the adapter merged in (`load_adapter_model`).
+  model named in it is loaded and the adapter merged in (``verl.utils.model.load_adapter_model``, beside the
+  loader that calls it).
 """
 
 from __future__ import annotations
@@ -204,15 +205,6 @@ def adapter_base_path(adapter_dir: str) -> str:
     if not base:
         raise ValueError(f"{adapter_dir}/{ADAPTER_CONFIG} names no base_model_name_or_path: the base model is unknown")
     return base
-
-
-def load_adapter_model(adapter_dir: str, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False):
-    """The base model of ``adapter_dir`` with the adapter merged in: a plain HF model (``merge_and_unload``)."""
-    from verl.utils.model import load_causal_lm
-
-    peft = import_peft()
-    base = load_causal_lm(adapter_base_path(adapter_dir), dtype=dtype, trust_remote_code=trust_remote_code)
-    return peft.PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
 
 
 def count_parameters(module: torch.nn.Module) -> dict[str, int]:

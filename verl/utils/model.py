@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 import torch
 
 from verl.utils.forward import forward_signature, output_cache  # noqa: F401 (importable from here too)
+from verl.utils.lora import adapter_base_path, import_peft
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +217,6 @@ def load_causal_lm(
     local = resolve_model_path(path)
     hf_logging.disable_progress_bar()
     if not os.path.isfile(os.path.join(local, "config.json")):  # a LoRA adapter directory (verl.utils.lora)
-        from verl.utils.lora import load_adapter_model
-
         return load_adapter_model(local, dtype=_as_dtype(dtype), trust_remote_code=trust_remote_code)
     kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     if override_config:
@@ -235,6 +234,13 @@ def load_causal_lm(
         return AutoModelForCausalLM.from_pretrained(local, dtype=_as_dtype(dtype), **kwargs)
     except Exception as e:
         raise ValueError(f"could not load a causal LM from {local!r}: {type(e).__name__}: {e}") from e
+
+
+def load_adapter_model(adapter_dir: str, dtype: torch.dtype = torch.float32, trust_remote_code: bool = False):
+    """The base model of ``adapter_dir`` with the adapter merged in: a plain HF model (``merge_and_unload``)."""
+    peft = import_peft()
+    base = load_causal_lm(adapter_base_path(adapter_dir), dtype=dtype, trust_remote_code=trust_remote_code)
+    return peft.PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
 
 
 def load_value_model(path: str, seed: int = 0, trust_remote_code: bool = False):

@@ -3,7 +3,7 @@ their registered methods found through the class (no Ray needed to build or call
 
 from verl.single_controller.base import ClassWithInitArgs, Dispatch, Worker, register
 from verl.single_controller.base.worker_group import method_mode, resolve_method
-from verl.single_controller.ray.colocated import create_colocated_worker_cls, create_colocated_worker_raw_cls
+from verl.single_controller.ray.base import create_colocated_worker_cls, create_colocated_worker_raw_cls
 
 
 class Actor(Worker):

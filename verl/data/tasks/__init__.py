@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -36,20 +35,20 @@ from typing import Any
 from urllib.parse import unquote
 
 from verl.data.tasks import arithmetic, calc_multiply, code_functions, countdown
-from verl.data.tasks.base import TaskParam, TaskSpec
+from verl.data.tasks.base import (
+    DEFAULT_SEED,
+    DEFAULT_TEST_FRACTION,
+    DEFAULT_TEST_SIZE,
+    DEFAULT_TRAIN_SIZE,
+    SPLITS,
+    TaskParam,
+    TaskSpec,
+    generate_rows,
+)
 
-# ---- defaults (the one place) -------------------------------------------------------------
-DEFAULT_TRAIN_SIZE = 4000
-DEFAULT_TEST_SIZE = 200
-DEFAULT_SEED = 0
-# Share of the problem space reserved for the test split (by seeded hash of the problem key).
-DEFAULT_TEST_FRACTION = 0.1
 # Bump when generation changes so cached builtin:// datasets are regenerated.
 GENERATOR_VERSION = 1
-# Large spaces are sampled; give up after this many draws in a row bring no new problem.
-SAMPLE_STALL_DRAWS = 50_000
 BUILTIN_SCHEME = "builtin://"
-SPLITS = ("train", "test")
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec for spec in (arithmetic.TASK, countdown.TASK, calc_multiply.TASK, code_functions.TASK)
@@ -80,70 +79,6 @@ def get_task(task: str) -> TaskSpec:
         raise ValueError(f"unknown task {task!r}; known tasks: {sorted(TASKS)}") from None
 
 
-def _split_of(task: str, seed: int, key: str, test_fraction: float) -> str:
-    digest = hashlib.blake2b(f"{task}\x00{seed}\x00{key}".encode(), digest_size=8).digest()
-    return "test" if int.from_bytes(digest, "big") < test_fraction * 2**64 else "train"
-
-
-def _check_common(split: str, size: int, seed: int, test_fraction: float) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ValueError(f"size must be a non-negative integer, got {size!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be strictly between 0 and 1, got {test_fraction!r}")
-
-
-def _describe(spec: TaskSpec, params: Mapping[str, Any]) -> str:
-    return f"{spec.name}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
-
-
-def _pick_problems(
-    spec: TaskSpec, params: Mapping[str, Any], split: str, size: int, seed: int, test_fraction: float
-) -> list[Any]:
-    rng = random.Random(f"verl.data.tasks|{spec.name}|{split}|{seed}|pick")
-
-    def in_split(key: str) -> bool:
-        return _split_of(spec.name, seed, key, test_fraction) == split
-
-    pool = spec.enumerate(params)
-    if pool is not None:
-        candidates = [problem for problem in pool if in_split(spec.key(problem))]
-        if len(candidates) < size:
-            raise ValueError(
-                f"{_describe(spec, params)} has only {len(pool)} distinct problems, {len(candidates)} of them "
-                f"in the {split} split (test_fraction={test_fraction}), but {size} {split} rows were requested; "
-                f"enlarge the problem space: {spec.enlarge_hint}"
-            )
-        rng.shuffle(candidates)
-        return candidates[:size]
-
-    chosen: list[Any] = []
-    seen: set[str] = set()
-    draws = stalled = 0
-    while len(chosen) < size and stalled < SAMPLE_STALL_DRAWS:
-        draws += 1
-        stalled += 1
-        problem = spec.sample(rng, params)
-        if problem is None:
-            continue
-        key = spec.key(problem)
-        if key in seen or not in_split(key):
-            continue
-        seen.add(key)
-        chosen.append(problem)
-        stalled = 0
-    if len(chosen) < size:
-        raise ValueError(
-            f"{_describe(spec, params)}: random sampling found only {len(chosen)} distinct {split} problems "
-            f"(no new one in the last {SAMPLE_STALL_DRAWS} of {draws} draws), but {size} were requested; "
-            f"the problem space is too small or too sparse: {spec.enlarge_hint}"
-        )
-    return chosen
-
-
 def generate_task_rows(
     task: str,
     split: str,
@@ -157,23 +92,7 @@ def generate_task_rows(
     ``task_kwargs`` are the task's options (see ``TASKS[task].params``). Raises ValueError for an
     unknown task/option, or when the problem space has fewer than ``size`` problems in the split.
     """
-    spec = get_task(task)
-    _check_common(split, size, seed, test_fraction)
-    params = spec.normalize_params(task_kwargs)
-    problems = _pick_problems(spec, params, split, size, seed, test_fraction)
-    render_rng = random.Random(f"verl.data.tasks|{spec.name}|{split}|{seed}|render")
-    rows = []
-    for index, problem in enumerate(problems):
-        question, answer, ground_truth = spec.render(problem, render_rng, params)
-        row = {
-            "data_source": spec.data_source,
-            "prompt": [{"role": "user", "content": question}],
-            "ability": spec.ability,
-            "reward_model": {"style": "rule", "ground_truth": ground_truth},
-            "extra_info": {"split": split, "index": index, "question": question, "answer": answer},
-        }
-        rows.append(spec.finish_row(row, problem, params) if spec.finish_row else row)
-    return rows
+    return generate_rows(get_task(task), split, size, seed, test_fraction=test_fraction, **task_kwargs)
 
 
 def problem_key(task: str, row: Mapping[str, Any]) -> str:

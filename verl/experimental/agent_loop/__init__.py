@@ -1,7 +1,8 @@
 """verl's agent loop (``verl.experimental.agent_loop``): multi-turn rollouts with tools over the rollout's async
 ``generate``, token in, token out (docs/agent_loop.md).
 
-- `agent_loop`: ``AgentLoopBase``, ``AgentLoopOutput``, the ``@register`` registry;
+- `base`: ``AgentLoopBase``, ``AgentLoopOutput``, the ``@register`` registry (verl's path for them and the worker's
+  names: `agent_loop`);
 - `single_turn_agent_loop`, `tool_agent_loop`: the built-in loops (``single_turn_agent``, ``tool_agent``);
 - `worker`: ``AgentLoopWorker`` / ``AgentLoopManager`` (a batch of loops, concurrently, into the trainer's batch);
 - `server_manager`: ``AsyncLLMServerManager`` and each trajectory's seeded, lockstep view of it;
@@ -10,7 +11,7 @@
 - `batch_output`, `metrics`: padding trajectories into the batch, and the step metrics.
 """
 
-from verl.experimental.agent_loop.agent_loop import (
+from verl.experimental.agent_loop.base import (
     AgentLoopBase,
     AgentLoopMetrics,
     AgentLoopOutput,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+from verl.experimental.agent_loop.base import AgentLoopOutput
 
 __all__ = ["check_output", "output_columns", "outputs_to_tensors"]
 

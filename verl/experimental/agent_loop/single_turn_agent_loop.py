@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import uuid4
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.base import AgentLoopBase, AgentLoopOutput, register
 from verl.experimental.agent_loop.chat_turns import ChatTurns
 
 __all__ = ["SingleTurnAgentLoop"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.base import AgentLoopBase, AgentLoopOutput, register
 from verl.experimental.agent_loop.chat_turns import ChatTurns
 from verl.experimental.agent_loop.environment import load_interactions, load_tools, tool_schemas
 from verl.experimental.agent_loop.tokenization_check import check_tokenization

@@ -24,7 +24,7 @@ import threading
 from typing import Any
 
 from verl.experimental.agent_loop import single_turn_agent_loop, tool_agent_loop  # noqa: F401 (register the loops)
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, agent_loop_class, load_agent_loop_config
+from verl.experimental.agent_loop.base import DictConfigWrap, agent_loop_class, load_agent_loop_config
 from verl.experimental.agent_loop.batch_output import check_output, output_columns, outputs_to_tensors
 from verl.experimental.agent_loop.server_manager import AsyncLLMServerManager, LockstepRounds, TrajectoryServer
 from verl.protocol import DataProto

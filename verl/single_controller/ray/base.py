@@ -44,11 +44,7 @@ from verl.single_controller.base.worker_group import (
     method_mode,
     resolve_method,
 )
-from verl.single_controller.ray.colocated import (
-    create_colocated_worker_cls,
-    create_colocated_worker_raw_cls,
-    unwrap_ray_remote,
-)
+from verl.single_controller.ray.colocated import bind_inner_methods, create_colocated_worker_raw_cls, unwrap_ray_remote
 from verl.utils.import_utils import require
 
 __all__ = [
@@ -78,6 +74,12 @@ class RayClassWithInitArgs(ClassWithInitArgs):
     def update_options(self, options: dict[str, Any]) -> None:
         """Extra Ray actor options (verl's method; kept for inspection, the group sets placement itself)."""
         self._options.update(options)
+
+
+def create_colocated_worker_cls(class_dict: dict[str, Any]) -> RayClassWithInitArgs:
+    """`create_colocated_worker_raw_cls` with every inner registered method also bound as ``<name>_<method>``,
+    wrapped as a ``RayClassWithInitArgs`` for a worker group."""
+    return RayClassWithInitArgs(cls=bind_inner_methods(create_colocated_worker_raw_cls(class_dict)))
 
 
 class RayResourcePool:

@@ -5,8 +5,9 @@ a GPU and a process, and call each other directly.
 class that builds one of each in its ``__init__`` and keeps them as attributes (``self.actor``, ``self.critic``)
 and in ``fused_worker_dict``; each inner worker also sees ``fused_worker_dict``. A worker group of that class
 calls an inner worker's registered methods as ``group.actor.add(x)`` after ``group.fuse(["actor", "critic"])``.
-``create_colocated_worker_cls`` returns the same class wrapped for a worker group, with the inner methods also
-bound as ``<name>_<method>`` (verl's older form: ``group.actor_add(x)``).
+``create_colocated_worker_cls`` (in ``verl.single_controller.ray.base``, beside the ``RayClassWithInitArgs`` it
+returns) wraps the same class for a worker group, with the inner methods also bound as ``<name>_<method>``
+(`bind_inner_methods`; verl's older form: ``group.actor_add(x)``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from verl.single_controller.base.decorator import CALL_ATTR, MAGIC_ATTR, PAD_ATTR, registered_methods
 from verl.single_controller.base.worker import Worker
 
-__all__ = ["create_colocated_worker_cls", "create_colocated_worker_raw_cls", "unwrap_ray_remote"]
+__all__ = ["bind_inner_methods", "create_colocated_worker_raw_cls", "unwrap_ray_remote"]
 
 
 def unwrap_ray_remote(cls: Any) -> type:
@@ -51,16 +52,13 @@ def create_colocated_worker_raw_cls(class_dict: dict[str, Any]) -> type:
     return type(name, (FusedWorker,), {"raw_cls_dict": raw_cls_dict, "is_fused_worker": True})
 
 
-def create_colocated_worker_cls(class_dict: dict[str, Any]) -> Any:
-    """`create_colocated_worker_raw_cls` with every inner registered method also bound as ``<name>_<method>``,
-    wrapped as a ``RayClassWithInitArgs`` for a worker group."""
-    from verl.single_controller.ray.base import RayClassWithInitArgs
-
-    fused = create_colocated_worker_raw_cls(class_dict)
+def bind_inner_methods(fused: type) -> type:
+    """``fused`` (a `create_colocated_worker_raw_cls` class) with every inner registered method also bound as
+    ``<name>_<method>``; ``verl.single_controller.ray.base.create_colocated_worker_cls`` wraps the result."""
     for inner_name, inner_cls in fused.raw_cls_dict.items():
         for method in registered_methods(inner_cls):
             setattr(fused, f"{inner_name}_{method}", _forward(inner_name, getattr(inner_cls, method), method))
-    return RayClassWithInitArgs(cls=fused)
+    return fused
 
 
 def _forward(inner_name: str, fn: Any, method: str) -> Any:

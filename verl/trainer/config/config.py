@@ -1,23 +1,15 @@
-"""Sections shared by several jobs (verl's ``verl.trainer.config.config``)."""
+"""Sections shared by several jobs (verl's ``verl.trainer.config.config``). ``CheckpointConfig`` is a role's
+section too, so it lives in ``verl.workers.config.checkpoint`` (the workers' schemas import it) and is imported
+here under verl's path."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from verl.base_config import BaseConfig
+from verl.workers.config.checkpoint import CheckpointConfig
 
 __all__ = ["CheckpointConfig", "ModuleConfig", "RewardManagerConfig"]
-
-
-@dataclass
-class CheckpointConfig(BaseConfig):
-    """What a role's checkpoint holds (verl's keys; here every checkpoint holds everything)."""
-
-    # no effect: checkpoints always hold the model, optimizer, extra state and an HF copy
-    save_contents: list[str] = field(default_factory=lambda: ["model", "optimizer", "extra"])
-    # no effect: a resume restores everything saved
-    load_contents: list[str] = field(default_factory=lambda: ["model", "optimizer", "extra"])
-    async_save: bool = False  # write checkpoints in the background: not implemented (true warns; saved in the step)
 
 
 @dataclass

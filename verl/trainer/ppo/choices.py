@@ -67,7 +67,7 @@ def check_registered_choices(config: Any) -> None:
 
 
 def _agent_loop_errors(config: Any) -> list[str]:
-    from verl.workers.config.rollout import uses_agent_loop
+    from verl.utils.ppo_config import uses_agent_loop
 
     if not uses_agent_loop(config):
         return []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl.sandbox.local import SandboxConfig, SandboxUnavailable, resolve_isolation, set_default_isolation
-from verl.workers.config.rollout import uses_agent_loop
+from verl.utils.ppo_config import uses_agent_loop
 
 __all__ = ["code_running_sources", "resolve_code_isolation"]
 

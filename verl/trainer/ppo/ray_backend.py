@@ -18,7 +18,7 @@ from typing import Any
 from verl.sandbox.local import ISOLATION_ENV
 from verl.single_controller.base import ClassWithInitArgs, RoleWorkerGroup
 from verl.single_controller.ray.cluster import init_ray
-from verl.trainer.ppo.roles import Role, WorkerBackend
+from verl.trainer.ppo.utils import Role, WorkerBackend
 from verl.utils.cpu_threads import thread_env, usable_cores
 
 

@@ -16,57 +16,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from verl.single_controller.base import ClassWithInitArgs, LocalWorkerGroup, RoleWorkerGroup
-from verl.workers.config.rollout import uses_agent_loop
+from verl.trainer.ppo.utils import Role, WorkerBackend, need_reward_model  # noqa: F401 (importable from here)
+from verl.utils.ppo_config import (
+    CRITIC_ESTIMATORS,  # noqa: F401 (importable from here, as before)
+    uses_agent_loop,
+    uses_critic,
+    uses_reference_policy,
+)
 from verl.workers.fsdp_workers import ActorRolloutRefWorker, CriticWorker, RewardModelWorker
 
 logger = logging.getLogger(__name__)
 
-CRITIC_ESTIMATORS = ("gae",)
 GLOBAL_POOL = "global_pool"
-
-
-class Role(Enum):
-    """A role of the dataflow (verl's names and values). Here the reference policy lives in the policy's worker
-    (``ActorRolloutRef``); the separate ``Actor``/``Rollout``/``Env`` roles of other engines do not run."""
-
-    Actor = 0
-    Rollout = 1
-    ActorRollout = 2
-    Critic = 3
-    RefPolicy = 4
-    RewardModel = 5
-    ActorRolloutRef = 6
-    Env = 7
-
-    def __str__(self) -> str:
-        return _ROLE_NAMES.get(self, self.name.lower())
-
-    @classmethod
-    def from_string(cls, name: str) -> Role:
-        for role, text in _ROLE_NAMES.items():
-            if text == name.lower():
-                return role
-        raise ValueError(f"no Role named {name!r}: one of {sorted(_ROLE_NAMES.values())}")
-
-    @property
-    def handle(self) -> str:
-        """The controller's name for the role's worker group."""
-        return "actor_rollout" if self in (Role.ActorRollout, Role.ActorRolloutRef) else str(self)
-
-
-_ROLE_NAMES = {
-    Role.Actor: "actor",
-    Role.Rollout: "rollout",
-    Role.ActorRollout: "actor_rollout",
-    Role.Critic: "critic",
-    Role.RefPolicy: "ref",
-    Role.RewardModel: "rm",
-    Role.ActorRolloutRef: "actor_rollout_ref",
-}
 
 
 @dataclass
@@ -81,25 +45,7 @@ class ResourcePoolManager:
         return sum(sum(shape) for shape in self.resource_pool_spec.values())
 
 
-def uses_reference_policy(config: Any) -> bool:
-    """Whether the run needs the frozen reference policy: ``ref.enable``, else a KL term that reads it."""
-    enable = config.actor_rollout_ref.ref.enable
-    if enable is not None:
-        return bool(enable)
-    return bool(config.actor_rollout_ref.actor.use_kl_loss or config.algorithm.use_kl_in_reward)
-
-
-def uses_critic(config: Any) -> bool:
-    """Whether the run trains a critic: ``critic.enable``, else an estimator that needs values (GAE)."""
-    enable = config.critic.enable
-    return bool(enable) if enable is not None else config.algorithm.adv_estimator in CRITIC_ESTIMATORS
-
-
 need_reference_policy, need_critic = uses_reference_policy, uses_critic  # verl's names
-
-
-def need_reward_model(role_worker_mapping: dict[Role, Any]) -> bool:
-    return Role.RewardModel in role_worker_mapping
 
 
 def build_role_worker_mapping(config: Any) -> dict[Role, type]:
@@ -161,33 +107,6 @@ def role_specs(
             spec = ClassWithInitArgs(cls, worker_init_args(role, config, total_steps, tokenizer))
         specs[role.handle] = (spec, pools.mapping.get(role, GLOBAL_POOL))
     return specs
-
-
-@dataclass
-class WorkerBackend:
-    """What the controller needs of the backend beyond the role groups: overhead accounting and shutdown."""
-
-    groups: list = field(default_factory=list)
-    pools: list = field(default_factory=list)
-    session: Any = None  # the Ray session this backend started or joined
-
-    def pop_overhead_s(self) -> float | None:
-        """Driver time in worker calls not spent computing (Ray, pickling, transfer) since the last call; None when
-        the workers run in this process."""
-        parts = [g.pop_overhead_s() for g in self.groups]
-        return None if any(p is None for p in parts) else sum(parts)
-
-    def shutdown(self) -> None:
-        for g in self.groups:
-            g.shutdown()
-        for p in self.pools:
-            p.remove()
-        self.groups, self.pools = [], []
-        if self.session is not None:
-            from verl.single_controller.ray.cluster import shutdown_ray
-
-            shutdown_ray(self.session)
-            self.session = None
 
 
 def init_workers(

@@ -11,7 +11,7 @@ import torch
 
 from verl.protocol import DataProto, to_object_array
 from verl.utils.dataset.parquet import get_nested, prompt_to_messages, read_parquet_rows, render_prompt
-from verl.workers.config.rollout import uses_agent_loop
+from verl.utils.ppo_config import uses_agent_loop
 
 logger = logging.getLogger(__name__)
 

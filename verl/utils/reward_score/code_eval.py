@@ -18,8 +18,8 @@ from math import comb
 from typing import Any
 
 from verl.sandbox.testcases import run_test_cases
+from verl.utils.reward_score.code_common import extract_code
 from verl.utils.reward_score.code_reward import check_syntax
-from verl.utils.reward_score.prime_code import extract_code
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 
 from verl.sandbox import SandboxResult
 from verl.sandbox.testcases import TestRun, parse_test_cases, run_test_cases
-from verl.utils.reward_score.prime_code import extract_code
+from verl.utils.reward_score.code_common import extract_code
 
 
 def check_syntax(code: str) -> float:

@@ -17,26 +17,24 @@ Registered in :mod:`verl.utils.reward_score` for the code data sources verl scor
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from verl.sandbox import SandboxConfig
 from verl.sandbox.testcases import TestRun, parse_test_cases, run_test_cases, run_test_cases_many
+from verl.utils.reward_score import sandbox_fusion
+from verl.utils.reward_score.code_common import extract_code, first_cases
 
-_FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
+__all__ = [
+    "CODE_DATA_SOURCES",
+    "compute_score",
+    "extract_code",
+    "first_cases",
+    "score_code_sample",
+    "score_code_samples",
+]
+
 # verl scores these with prime_code; the rest are the other formats verl.utils.data converts
 CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco", "humaneval", "mbpp", "leetcode", "code_functions")
-
-
-def extract_code(completion: str) -> str:
-    """The last fenced code block of ``completion`` (```python ... ```), else the whole text."""
-    blocks = _FENCE.findall(completion or "")
-    return blocks[-1] if blocks else (completion or "")
-
-
-def first_cases(cases: dict[str, Any], n: int) -> dict[str, Any]:
-    """Parsed test cases cut to their first ``n``."""
-    return {**cases, "inputs": cases["inputs"][:n], "outputs": cases["outputs"][:n]}
 
 
 def compute_score(
@@ -98,8 +96,6 @@ def score_code_samples(
     samples of a prompt), judged in one sandbox run (:func:`verl.sandbox.testcases.run_test_cases_many`), which
     pays the sandbox's start-up once instead of per response. The reward manager groups a batch this way."""
     if sandbox_fusion_url:  # the service runs every case as its own request anyway
-        from verl.utils.reward_score import sandbox_fusion
-
         scores = []
         for text in solution_strs:
             fraction, meta = sandbox_fusion.compute_score(

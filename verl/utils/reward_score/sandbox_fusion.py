@@ -24,7 +24,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from verl.sandbox.testcases import parse_test_cases, return_matches, stdout_matches
-from verl.utils.reward_score.prime_code import extract_code, first_cases
+from verl.utils.reward_score.code_common import extract_code, first_cases
 
 RETRIES = 3
 API_KEY_ENV = "VERL_SANDBOX_API_KEY"  # the key of a sandbox server started with --api-key

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from verl.base_config import BaseConfig
-from verl.trainer.config.config import CheckpointConfig
 from verl.utils.profiler.config import ProfilerConfig
+from verl.workers.config.checkpoint import CheckpointConfig
 from verl.workers.config.engine import FSDPEngineConfig, McoreEngineConfig
 from verl.workers.config.optimizer import FSDPOptimizerConfig, McoreOptimizerConfig
 

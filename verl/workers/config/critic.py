@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from verl.base_config import BaseConfig
-from verl.trainer.config.config import CheckpointConfig
 from verl.utils.profiler.config import ProfilerConfig
 from verl.workers.config.actor import check_micro_batch_sizes
+from verl.workers.config.checkpoint import CheckpointConfig
 from verl.workers.config.engine import McoreEngineConfig
 from verl.workers.config.model import FSDPCriticModelCfg
 from verl.workers.config.optimizer import FSDPOptimizerConfig, McoreOptimizerConfig

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.base_config import BaseConfig
+from verl.utils.ppo_config import uses_agent_loop  # verl.workers.config names it too
 from verl.utils.profiler.config import ProfilerConfig
 from verl.workers.config.model import MtpConfig
 
@@ -186,12 +187,3 @@ class RolloutConfig(BaseConfig):
     quantization_config_file: str | None = None  # no effect (see quantization)
     mtp: MtpConfig = field(default_factory=MtpConfig)  # no effect: verl's copy of actor_rollout_ref.model.mtp
     limit_images: int | None = None  # vLLM multimodal setting: no effect (text-only models)
-
-
-def uses_agent_loop(config: Any) -> bool:
-    """Whether a job (its whole config) generates through the agent loop: ``rollout.mode=async`` or
-    ``multi_turn.enable``, in the trainer's process (``trainer.backend=local``), where the actor's rollout serves the
-    per-request generate. Whether the engine has one is known when it is built (`build_async_rollout_manager`)."""
-    rollout = config.actor_rollout_ref.rollout
-    wanted = rollout.mode == "async" or bool(rollout.multi_turn.enable)
-    return wanted and config.trainer.backend == "local"

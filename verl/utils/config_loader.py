@@ -1,0 +1,408 @@
+"""Loading a job's typed config: the schema's defaults < ``--config file.yaml`` < ``key=value`` overrides.
+
+    python -m verl.trainer.main_sft optim.lr=3e-3 trainer.total_training_steps=100 --config my.yaml
+
+Each job's schema is a tree of dataclasses (``verl.trainer.config.<job>``, built from ``verl.workers.config`` and
+``verl.trainer.config`` sections): the type, default and meaning of every key live there. ``load_config`` builds an
+OmegaConf structured config from it, merges YAML files and overrides onto it, resolves ``${...}`` interpolations and
+returns the typed ``DictConfig`` (assigning a wrong type later raises too). A key the schema lacks is an error naming
+the closest valid key; a value OmegaConf cannot convert to the key's type is an error naming the key and the type.
+``+key=value`` adds a key the schema does not have (as in Hydra); under free-form groups (``dict`` fields, e.g.
+``reward_model.reward_kwargs``) any key is accepted. A list key given one scalar takes it as a one-item list.
+``omega_conf_to_dataclass`` turns a loaded section into its dataclass (what workers receive).
+
+verl's import path for these names is ``verl.utils.config``, which also re-exports the PPO config's dict view
+(``verl.utils.config_dict``, built on this module).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import importlib
+import os
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, InterpolationValidationError, OmegaConfBaseException
+
+__all__ = [
+    "JOBS",
+    "ConfigError",
+    "UnknownConfigKeyError",
+    "default_config",
+    "job_schema",
+    "load_config",
+    "load_yaml",
+    "choose_recipe",
+    "recipe_names",
+    "recipe_path",
+    "omega_conf_to_dataclass",
+    "parse_overrides",
+    "schema_keys",
+    "to_yaml",
+]
+
+
+class ConfigError(ValueError):
+    """A bad key or value in a job's configuration; the message names the key path and the fix."""
+
+
+class UnknownConfigKeyError(ConfigError, KeyError):
+    """An unknown key in a dict config; both a ``ValueError`` (like every :class:`ConfigError`) and a ``KeyError``."""
+
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
+# job name -> (module of its schema, the schema dataclass); the module's DERIVED_DEFAULTS lists interpolated defaults
+JOBS: dict[str, tuple[str, str]] = {
+    "ppo_trainer": ("verl.trainer.config.ppo_trainer", "PPOTrainerConfig"),
+    "sft_trainer": ("verl.trainer.config.sft_trainer", "SFTTrainerConfig"),
+    "evaluation": ("verl.trainer.config.evaluation", "EvaluationConfig"),
+    "generation": ("verl.trainer.config.generation", "GenerationJobConfig"),
+}
+
+
+def job_schema(name: str) -> type:
+    """The root dataclass of job ``name``."""
+    if name not in JOBS:
+        raise ConfigError(f"unknown job config {name!r}: one of {sorted(JOBS)}")
+    module, cls = JOBS[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def default_config(name: str) -> DictConfig:
+    """Job ``name``'s defaults as a typed, unresolved ``DictConfig`` (derived keys hold their ``${...}``)."""
+    return _defaults(name).copy()
+
+
+@functools.cache
+def _defaults(name: str) -> DictConfig:
+    cfg = OmegaConf.structured(job_schema(name))
+    for key, source in getattr(importlib.import_module(JOBS[name][0]), "DERIVED_DEFAULTS", {}).items():
+        OmegaConf.update(cfg, key, "${" + source + "}", merge=False)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ the schema tree
+def _strip_optional(hint: Any) -> Any:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0] if len(args) == 1 else Any
+    return hint
+
+
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: _strip_optional(hints[f.name]) for f in dataclasses.fields(cls)}
+
+
+def _is_group(hint: Any) -> bool:
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def _is_free_form(hint: Any) -> bool:
+    return hint is Any or hint is dict or typing.get_origin(hint) is dict
+
+
+def _is_list(hint: Any) -> bool:
+    return hint is list or typing.get_origin(hint) in (list, tuple)
+
+
+@functools.cache
+def schema_keys(root: type) -> tuple[str, ...]:
+    """Every dotted key of a schema tree (groups and leaves), in field order."""
+    keys: list[str] = []
+    for name, hint in _field_hints(root).items():
+        keys.append(name)
+        if _is_group(hint):
+            keys.extend(f"{name}.{k}" for k in schema_keys(hint))
+    return tuple(keys)
+
+
+def _type_name(hint: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    if _is_list(hint):
+        args = typing.get_args(hint)
+        plural = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+        return f"a list of {plural[args[0]]}" if args and args[0] in plural else "a list"
+    if _is_free_form(hint) or _is_group(hint):
+        return "a mapping"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _closest(key: str, candidates: Iterable[str]) -> str:
+    candidates = list(candidates)
+    leaf = key.rsplit(".", 1)[-1]
+    # The right leaf under the wrong group (trainer.lr -> optim.lr) beats a spelling neighbour.
+    match = [c for c in candidates if c.rsplit(".", 1)[-1] == leaf]
+    match = match or difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    match = match or difflib.get_close_matches(key, candidates, n=1, cutoff=0.3)
+    return f" Did you mean {match[0]!r}?" if match else ""
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def load_yaml(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path!r} does not exist") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path!r} is not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path!r} must hold a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def parse_overrides(args: Iterable[str]) -> tuple[list[str], list[tuple[str, Any, bool]]]:
+    """Split argv into ``--config`` files and ``(key, value, is_new)`` overrides; values are parsed as YAML.
+    ``+key=value`` and Hydra's ``++key=value`` may add a key the schema lacks."""
+    files: list[str] = []
+    overrides: list[tuple[str, Any, bool]] = []
+    args = list(args)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("--config", "--config-file", "-c"):
+            if i + 1 >= len(args):
+                raise ConfigError(f"{arg} needs a YAML file path after it")
+            files.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            files.append(arg.split("=", 1)[1])
+        elif "=" in arg and not arg.startswith("-"):
+            key, raw = arg.split("=", 1)
+            is_new = key.startswith("+")
+            key = key.lstrip("+")
+            if not key:
+                raise ConfigError(f"override {arg!r} has no key: write key.path=value")
+            overrides.append((key, _parse_value(raw), is_new))
+        else:
+            raise ConfigError(
+                f"cannot read the argument {arg!r}: write overrides as key.path=value (e.g. trainer.seed=1) "
+                "or pass a YAML file with --config FILE (--help: the job's usage)"
+            )
+        i += 1
+    return files, overrides
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError:
+        if raw.startswith("[") and raw.endswith("]"):  # [a?x=1,b]: YAML reads "?" as a key marker; a list was meant
+            return [part.strip() for part in raw[1:-1].split(",") if part.strip()]
+        return raw
+
+
+def _is_interpolation(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("${") and value.endswith("}")
+
+
+# ------------------------------------------------------------------------------------------------ merging
+class _Loader:
+    """Applies overrides to one job's config, checking each key against the schema tree."""
+
+    def __init__(self, name: str):
+        self.root = job_schema(name)
+        self.defaults = _defaults(name)
+        self.cfg = default_config(name)
+        self.interpolated: list[tuple[str, Any, str]] = []  # (key, type hint, source): checked once resolved
+
+    def target(self, key: str, source: str, allow_new: bool) -> tuple[Any, bool]:
+        """The type hint at ``key`` (None: unknown, added with ``+``) and whether it lies under a free-form group."""
+        parts = key.split(".")
+        hint: Any = self.root
+        for depth, part in enumerate(parts):
+            if _is_free_form(hint):
+                return Any, True
+            if not _is_group(hint):
+                parent = ".".join(parts[:depth])
+                raise ConfigError(f"{source}: {parent!r} is a value, not a group, so {key!r} cannot be set.")
+            hints = _field_hints(hint)
+            if part not in hints:
+                if allow_new:
+                    return None, True
+                path = ".".join(parts[: depth + 1])
+                raise ConfigError(f"{source}: unknown config key {path!r}.{_closest(path, schema_keys(self.root))}")
+            hint = hints[part]
+        return hint, False
+
+    def set(self, key: str, value: Any, source: str, allow_new: bool = False) -> None:
+        if key == "_target_" or key.endswith("._target_"):
+            return  # verl's hydra class paths: the schema already says which dataclass each section is
+        if value == "???":
+            return  # OmegaConf's "must be set" marker in verl's YAML (e.g. reward_model.rollout.name): keep the default
+        hint, free = self.target(key, source, allow_new)
+        if _is_group(hint) and isinstance(value, Mapping):
+            for k, v in value.items():  # a nested mapping from a YAML file: each leaf by its full path
+                self.set(f"{key}.{k}", v, source, allow_new)
+            return
+        if _is_group(hint) and value is None:
+            if source.startswith("config file"):  # a group whose keys are all commented out: no change
+                return
+            raise ConfigError(f"{source}: {key!r} is a group of keys; null would delete it. Set its keys instead.")
+        if _is_interpolation(value):
+            self.interpolated.append((key, hint, source))
+        elif hint is not None and not free:
+            value = _coerce(hint, value)
+        try:
+            OmegaConf.update(self.cfg, key, value, merge=False, force_add=free)
+        except OmegaConfBaseException:
+            default = OmegaConf.select(self.defaults, key, default=None, throw_on_resolution_failure=False)
+            if value is None:
+                raise ConfigError(
+                    f"{source}: config key {key!r} cannot be null (default {default!r}): give {_type_name(hint)}"
+                ) from None
+            what = f"default {default!r}" if default is not None else "default null: off/automatic"
+            raise ConfigError(
+                f"{source}: config key {key!r} expects {_type_name(hint)} ({what}), got {type(value).__name__} "
+                f"{value!r}"
+            ) from None
+
+    def resolve(self) -> DictConfig:
+        try:
+            OmegaConf.resolve(self.cfg)
+        except InterpolationResolutionError as e:
+            key = getattr(e, "full_key", None) if isinstance(e, InterpolationValidationError) else None
+            for path, hint, source in self.interpolated:
+                if path == key:
+                    raise ConfigError(
+                        f"{source}: config key {path!r} expects {_type_name(hint)}, but its interpolation resolves "
+                        f"to {_resolved_type(self.cfg, path)}"
+                    ) from None
+            raise ConfigError(f"a ${{...}} interpolation does not resolve: {str(e).splitlines()[0]}") from None
+        return self.cfg
+
+
+def _resolved_type(cfg: DictConfig, path: str) -> str:
+    """``str 'verl-ppo'``: what a one-key interpolation at ``path`` points at (for error messages)."""
+    raw = OmegaConf.to_container(OmegaConf.select(cfg, path.rsplit(".", 1)[0]) if "." in path else cfg)
+    source = raw[path.rsplit(".", 1)[-1]][2:-1]
+    value = OmegaConf.select(cfg, source, default=None, throw_on_resolution_failure=False)
+    return f"{type(value).__name__} {value!r}"
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    # A list key given one scalar takes it as a one-item list (data.train_files=x.parquet, trainer.logger=console).
+    if _is_list(hint) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return [value]
+    # A string key given a number (experiment_name=2024, which YAML reads as an int): the text that was typed.
+    if hint is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
+    """Build a job's validated config: schema defaults < recipe < ``--config`` files < ``key=value`` args <
+    ``overrides``. The recipe (``recipe=<name or file.yaml>``) is a named set of tuned overrides; a job with a
+    ``DEFAULT_RECIPE`` gets it when the run names none and sets none of ``USER_TASK_KEYS`` to a path of its own."""
+    loader = _Loader(name)
+    files, arg_overrides = parse_overrides(argv or [])
+    sources = [(f"config file {path!r}", list(load_yaml(path).items())) for path in files]
+    sources.append(("command line", [(key, value) for key, value, _ in arg_overrides]))
+    sources.append(("overrides", list((overrides or {}).items())))
+    recipe = choose_recipe(name, {k: v for _, items in sources for k, v in _flatten(items)})
+    if recipe is not None:
+        for key, value in load_yaml(recipe_path(recipe)).items():
+            loader.set(str(key), value, source=f"recipe {recipe!r}")
+    if "recipe" in _field_hints(loader.root):
+        loader.set("recipe", recipe or "none", source="recipe")
+    for path in files:
+        for key, value in load_yaml(path).items():
+            loader.set(str(key), value, source=f"config file {path!r}")
+    for key, value, is_new in arg_overrides:
+        loader.set(key, value, source="command line", allow_new=is_new)
+    for key, value in (overrides or {}).items():
+        if key != "recipe":
+            loader.set(key, value, source="overrides")
+    return loader.resolve()
+
+
+# ------------------------------------------------------------------------------------------------ recipes
+RECIPE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "trainer", "config", "recipes")
+
+
+def recipe_names() -> list[str]:
+    """The recipes shipped with verl (``verl/trainer/config/recipes/<name>.yaml``)."""
+    return sorted(f[: -len(".yaml")] for f in os.listdir(RECIPE_DIR) if f.endswith(".yaml"))
+
+
+def recipe_path(recipe: str) -> str:
+    """The YAML file of a recipe: a shipped recipe's name, or a path to a YAML file of overrides."""
+    if recipe.endswith((".yaml", ".yml")) or os.sep in recipe:
+        return recipe
+    if recipe not in recipe_names():
+        raise ConfigError(f"unknown recipe {recipe!r}: one of {recipe_names()}, a YAML file, or none")
+    return os.path.join(RECIPE_DIR, f"{recipe}.yaml")
+
+
+def choose_recipe(name: str, given: Mapping[str, Any]) -> str | None:
+    """The recipe a run of job ``name`` gets from its flattened settings ``given``: the one it names (``none``: no
+    recipe), else the job's default recipe when it sets none of the job's user-task keys to a path of its own."""
+    named = given.get("recipe")
+    if named is not None:
+        return None if str(named).lower() == "none" else str(named)
+    module = importlib.import_module(JOBS[name][0])
+    default = getattr(module, "DEFAULT_RECIPE", None)
+    user_task = [k for k in getattr(module, "USER_TASK_KEYS", ()) if k in given and not _is_builtin(given[k])]
+    return default if default and not user_task else None
+
+
+def _is_builtin(value: Any) -> bool:
+    values = value if isinstance(value, (list, tuple, ListConfig)) else [value]
+    return all(isinstance(v, str) and v.startswith("builtin://") for v in values)
+
+
+def _flatten(items: Iterable[tuple[Any, Any]], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key, value in items:
+        path = f"{prefix}{str(key).lstrip('+')}"
+        if isinstance(value, Mapping) and value:
+            yield from _flatten(value.items(), f"{path}.")
+        else:
+            yield path, value
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(cfg)
+
+
+# ------------------------------------------------------------------------------------------------ dataclasses
+def omega_conf_to_dataclass(config: DictConfig | Mapping | Any, dataclass_type: type | None = None) -> Any:
+    """A config section as its dataclass (verl's function): ``dataclass_type``'s defaults merged with ``config``.
+
+    Without ``dataclass_type`` the section names its class in ``_target_`` (``"verl.trainer.config.AlgoConfig"``),
+    as verl's YAML does. An object that is not a mapping (e.g. already a dataclass) is returned as it is."""
+    if dataclass_type is None and isinstance(config, Mapping | DictConfig) and "_target_" not in config:
+        raise ConfigError("omega_conf_to_dataclass: give dataclass_type, or a config with a _target_ class path")
+    if not isinstance(config, Mapping | DictConfig | ListConfig):
+        return config
+    if dataclass_type is not None and isinstance(config, dataclass_type):
+        return config
+    data = OmegaConf.to_container(OmegaConf.create(config), resolve=True) if config else {}
+    if dataclass_type is None:
+        module, _, cls = str(data["_target_"]).rpartition(".")
+        dataclass_type = getattr(importlib.import_module(module), cls)
+    if not dataclasses.is_dataclass(dataclass_type):
+        raise ConfigError(f"omega_conf_to_dataclass: {dataclass_type} is not a dataclass")
+    merged = OmegaConf.merge(OmegaConf.structured(dataclass_type), _drop_targets(data))
+    return OmegaConf.to_object(merged)
+
+
+def _drop_targets(tree: Any) -> Any:
+    if isinstance(tree, Mapping):
+        return {k: _drop_targets(v) for k, v in tree.items() if k != "_target_"}
+    return tree
