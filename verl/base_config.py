@@ -29,6 +29,12 @@ class BaseConfig(collections.abc.Mapping):
             )
         super().__setattr__(name, value)
 
+    @classmethod
+    def ported_layout(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A dict of this section's keys as older code wrote it, rearranged to the schema's layout before
+        ``verl.utils.config.as_section`` builds the section from it. As it is, unless a section overrides this."""
+        return data
+
     def get(self, key: str, default: Any = None) -> Any:
         return getattr(self, key, default)
 

@@ -93,3 +93,20 @@ def ref_grpo_scalars(scores, index, eps: float = 1e-6, norm: bool = True) -> lis
 
 def broadcast(per_seq, m) -> list[list[float]]:
     return [[per_seq[i] if m[i][t] else 0.0 for t in range(len(m[i]))] for i in range(len(m))]
+
+
+def actor(**keys):
+    """The typed actor section the policy losses read (the worker passes its own): ``keys`` over the schema's
+    defaults, converted as verl's path converts a dict (``verl.utils.config.as_section``)."""
+    from verl.utils.config import as_section
+    from verl.workers.config.actor import ActorConfig
+
+    return as_section(keys, ActorConfig)
+
+
+def algorithm(**keys):
+    """The typed ``algorithm`` section the estimators read: ``keys`` over the schema's defaults."""
+    from verl.trainer.config.algorithm import AlgoConfig
+    from verl.utils.config import as_section
+
+    return as_section(keys, AlgoConfig)

@@ -4,7 +4,20 @@ and the batched GRPO / RLOO estimators under verl's names, against float64 loops
 import numpy as np
 import pytest
 import torch
-from algo_refs import BS, LENGTHS, UIDS, T, broadcast, close, mask, randn, ref_groups, ref_grpo_scalars, ref_whiten
+from algo_refs import (
+    BS,
+    LENGTHS,
+    UIDS,
+    T,
+    algorithm,
+    broadcast,
+    close,
+    mask,
+    randn,
+    ref_groups,
+    ref_grpo_scalars,
+    ref_whiten,
+)
 
 from verl import core_algos as ca
 
@@ -32,7 +45,7 @@ def ref_reinforce_pp_returns(rewards, m, gamma):
 def test_reinforce_plus_plus_carries_the_return_across_observation_spans(gamma):
     m = _multi_turn_mask()
     rewards = randn(BS, T, seed=11) * m
-    adv, ret = ca.compute_reinforce_plus_plus_outcome_advantage(rewards, m, config={"gamma": gamma})
+    adv, ret = ca.compute_reinforce_plus_plus_outcome_advantage(rewards, m, config=algorithm(gamma=gamma))
     expected = ref_reinforce_pp_returns(rewards, m, gamma)
     close(ret, expected)
     close(adv, ref_whiten(expected, m))
@@ -42,7 +55,7 @@ def test_reinforce_plus_plus_outcome_reward_reaches_the_first_turn():
     # 2 assistant tokens, 2 observation tokens, 1 assistant token holding the outcome reward 2
     m = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 0.0]])
     r = torch.tensor([[0.0, 0.0, 0.0, 0.0, 2.0, 0.0]])
-    _, ret = ca.compute_reinforce_plus_plus_outcome_advantage(r, m, config={"gamma": 0.5})
+    _, ret = ca.compute_reinforce_plus_plus_outcome_advantage(r, m, config=algorithm(gamma=0.5))
     # observations are skipped, not discounted: 0.5 * 2 and 0.5^2 * 2 on the first turn; 0 off the response
     assert ret.tolist() == [[0.5, 1.0, 0.0, 0.0, 2.0, 0.0]]
 

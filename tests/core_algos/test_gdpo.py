@@ -3,7 +3,7 @@ a float64 loop; and the errors that name the missing config key or column."""
 
 import numpy as np
 import pytest
-from algo_refs import BS, UIDS, T, broadcast, close, mask, randn, ref_grpo_scalars, ref_whiten
+from algo_refs import BS, UIDS, T, algorithm, broadcast, close, mask, randn, ref_grpo_scalars, ref_whiten
 
 from verl.core_algos import compute_gdpo_outcome_advantage, get_adv_estimator_fn
 
@@ -19,7 +19,7 @@ def _columns():
 def test_gdpo_matches_loop(norm):
     m = mask()
     cols = _columns()
-    config = {"gdpo_reward_keys": ["acc", "fmt"], "gdpo_reward_weights": [1.0, 0.5]}
+    config = algorithm(gdpo_reward_keys=["acc", "fmt"], gdpo_reward_weights=[1.0, 0.5])
     adv, ret = compute_gdpo_outcome_advantage(
         randn(BS, T, seed=1) * m, m, INDEX, norm_adv_by_std_in_grpo=norm, config=config, non_tensor_batch=cols
     )
@@ -37,7 +37,7 @@ def test_gdpo_decouples_a_dominant_component():
     cols = {"big": np.array([0.0, 1000.0] * 4), "small": np.array([1.0, 1.0, 0.0, 0.0] * 2)}
     index = np.array(["p"] * BS, dtype=object)
     adv, _ = compute_gdpo_outcome_advantage(
-        randn(BS, T) * m, m, index, config={"gdpo_reward_keys": ["big", "small"]}, non_tensor_batch=cols
+        randn(BS, T) * m, m, index, config=algorithm(gdpo_reward_keys=["big", "small"]), non_tensor_batch=cols
     )
     neither, small_only, big_only = adv[2, 0], adv[0, 0], adv[3, 0]
     close(small_only - neither, big_only - neither, tol=1e-4)
@@ -57,9 +57,11 @@ def test_gdpo_errors_name_the_fix():
     r = randn(BS, T) * m
     cols = _columns()
     with pytest.raises(ValueError, match="gdpo_reward_keys"):  # the trainer passes both: the keys are required
-        compute_gdpo_outcome_advantage(r, m, INDEX, config={}, non_tensor_batch=cols)
+        compute_gdpo_outcome_advantage(r, m, INDEX, config=algorithm(), non_tensor_batch=cols)
     with pytest.raises(KeyError, match="'missing'.*acc"):
-        compute_gdpo_outcome_advantage(r, m, INDEX, config={"gdpo_reward_keys": ["missing"]}, non_tensor_batch=cols)
+        compute_gdpo_outcome_advantage(
+            r, m, INDEX, config=algorithm(gdpo_reward_keys=["missing"]), non_tensor_batch=cols
+        )
     with pytest.raises(ValueError, match="one weight per key"):
-        config = {"gdpo_reward_keys": ["acc", "fmt"], "gdpo_reward_weights": [1.0]}
+        config = algorithm(gdpo_reward_keys=["acc", "fmt"], gdpo_reward_weights=[1.0])
         compute_gdpo_outcome_advantage(r, m, INDEX, config=config, non_tensor_batch=cols)

@@ -65,8 +65,19 @@ def test_importing_the_leaf_loads_no_other_verl_module():
 
 
 def test_old_paths_reexport_the_same_objects():
+    # the functions that read a config convert it first on verl's path (verl.core_algos takes typed sections only),
+    # and the look-ups by name return those
+    converting = {name for name in leaf.__all__ if name.startswith("compute_policy_loss_")} | {
+        "compute_gdpo_outcome_advantage",
+        "compute_grpo_passk_outcome_advantage",
+        "compute_reinforce_plus_plus_outcome_advantage",
+        "get_kl_controller",
+    }
     for name in leaf.__all__:
-        assert getattr(old_path, name) is getattr(leaf, name), name
+        if name in converting:
+            assert getattr(old_path, name).__wrapped__ is getattr(leaf, name), name
+        elif name not in ("get_adv_estimator_fn", "get_policy_loss_fn"):
+            assert getattr(old_path, name) is getattr(leaf, name), name
     for name in ("masked_mean", "masked_sum", "masked_var", "masked_whiten", "entropy_from_logits"):
         assert getattr(torch_functional, name) is getattr(leaf, name), name
     # private helpers the old module defined stay importable from it

@@ -3,8 +3,7 @@ DRO and REINFORCE against float64 loops (values and gradients)."""
 
 import pytest
 import torch
-from algo_refs import BS, LENGTHS, T, close, pg_inputs, ref_agg
-from omegaconf import OmegaConf
+from algo_refs import BS, LENGTHS, T, actor, close, pg_inputs, ref_agg
 
 from verl.core_algos import (
     LOSS_AGG_MODES,
@@ -23,7 +22,7 @@ def test_dro_matches_loop_with_gradient(mode):
     old, lp, adv, m = pg_inputs(seed=10)
     lp = lp.clone().requires_grad_(True)
     beta = 0.3
-    loss, metrics = compute_policy_loss_dro(old, lp, adv, m, mode, {"policy_loss": {"dro_beta": beta}})
+    loss, metrics = compute_policy_loss_dro(old, lp, adv, m, mode, actor(policy_loss={"dro_beta": beta}))
     lp_ = lp.detach()
     losses = [[0.0] * T for _ in range(BS)]
     grad_tok = [[0.0] * T for _ in range(BS)]
@@ -44,18 +43,18 @@ def test_dro_matches_loop_with_gradient(mode):
 
 def test_dro_needs_a_positive_beta():
     old, lp, adv, m = pg_inputs()
-    for config in ({}, {"policy_loss": {"dro_beta": None}}, {"dro_beta": 0.0}):
+    for config in (actor(), actor(policy_loss={"dro_beta": None}), actor(dro_beta=0.0)):
         with pytest.raises(ValueError, match="dro_beta"):
             compute_policy_loss_dro(old, lp, adv, m, "token-mean", config)
-    top_level = compute_policy_loss_dro(old, lp, adv, m, "token-mean", {"dro_beta": 0.1})[0]
-    close(top_level, compute_policy_loss_dro(old, lp, adv, m, "token-mean", {"policy_loss": {"dro_beta": 0.1}})[0])
+    top_level = compute_policy_loss_dro(old, lp, adv, m, "token-mean", actor(dro_beta=0.1))[0]  # a ported dict's place
+    close(top_level, compute_policy_loss_dro(old, lp, adv, m, "token-mean", actor(policy_loss={"dro_beta": 0.1}))[0])
 
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_reinforce_matches_loop(weighted):
     rollout, lp, adv, m = pg_inputs(seed=20)
     w = torch.rand(BS, T, generator=torch.Generator().manual_seed(1), dtype=lp.dtype) if weighted else None
-    loss, metrics = compute_policy_loss_reinforce(rollout, lp, adv, m, rollout_is_weights=w)
+    loss, metrics = compute_policy_loss_reinforce(rollout, lp, adv, m, config=actor(), rollout_is_weights=w)
     losses = [
         [-float(adv[i, t]) * float(lp[i, t]) * (float(w[i, t]) if weighted else 1.0) for t in range(T)]
         for i in range(BS)
@@ -69,7 +68,7 @@ def test_reinforce_matches_loop(weighted):
 def test_rollout_is_weights_multiply_every_token_loss():
     old, lp, adv, m = pg_inputs(seed=30)
     w = torch.rand(BS, T, generator=torch.Generator().manual_seed(2), dtype=lp.dtype) + 0.5
-    cfg = {"clip_ratio": 0.2, "policy_loss": {"dro_beta": 0.1, "kl_cov_ratio": 0.1}}
+    cfg = actor(clip_ratio=0.2, policy_loss={"dro_beta": 0.1, "kl_cov_ratio": 0.1})
     for name in sorted(POLICY_LOSS_REGISTRY):
         # geo_mean: per-sequence weight (its own test); clip_cov: random picks; bypass_mode measures its own weights
         if name in ("geo_mean", "clip_cov", "bypass_mode"):
@@ -90,8 +89,8 @@ def test_global_batch_info_from_the_config(mode, dp):
     old, lp, adv, m = pg_inputs(seed=40)
     counts = loss_normalizer_counts(m)
     info = {"dp_size": dp, "batch_num_tokens": counts[0].item(), "global_batch_size": counts[1].item()}
-    cfg = OmegaConf.create({"clip_ratio": 0.2, "global_batch_info": info})
-    whole = compute_policy_loss_vanilla(old, lp, adv, m, mode, {"clip_ratio": 0.2})[0]
+    cfg = actor(clip_ratio=0.2, global_batch_info=info)
+    whole = compute_policy_loss_vanilla(old, lp, adv, m, mode, actor(clip_ratio=0.2))[0]
     total = 0.0
     for rank_rows in torch.arange(BS).chunk(dp):
         for rows in rank_rows.split(2):
@@ -101,9 +100,26 @@ def test_global_batch_info_from_the_config(mode, dp):
 
 def test_loss_scale_factor_from_the_global_batch_info():
     old, lp, adv, m = pg_inputs(seed=41)
-    cfg = {"global_batch_info": {"loss_scale_factor": 2 * T}}
+    cfg = actor(global_batch_info={"loss_scale_factor": 2 * T})
     pg = compute_policy_loss_vanilla(old, lp, adv, m, "seq-mean-token-sum-norm", cfg)[0]
-    close(2 * pg, compute_policy_loss_vanilla(old, lp, adv, m, "seq-mean-token-sum-norm", {})[0])
+    close(2 * pg, compute_policy_loss_vanilla(old, lp, adv, m, "seq-mean-token-sum-norm", actor())[0])
+
+
+def test_the_leaf_takes_typed_sections_and_verls_path_converts_dicts():
+    """verl.core_algos sits below the schema, so it cannot fill a dict's missing keys: a dict or None is a TypeError
+    naming the conversion; verl.trainer.ppo.core_algos converts one (its defaults: the schema's), also for a loss
+    fetched by name."""
+    from verl.trainer.ppo import core_algos as verl_path
+
+    old, lp, adv, m = pg_inputs(seed=42)
+    for config in ({"clip_ratio": 0.2}, None):
+        with pytest.raises(TypeError, match="as_section"):
+            compute_policy_loss_vanilla(old, lp, adv, m, "token-mean", config)
+    typed = compute_policy_loss_vanilla(old, lp, adv, m, "token-mean", actor())[0]
+    for config in ({}, None):
+        close(verl_path.compute_policy_loss_vanilla(old, lp, adv, m, "token-mean", config)[0], typed, tol=0)
+        close(verl_path.get_policy_loss_fn("vanilla")(old, lp, adv, m, "token-mean", config)[0], typed, tol=0)
+    assert verl_path.get_policy_loss_fn("vanilla") is verl_path.compute_policy_loss_vanilla
 
 
 def test_sequence_level_losses_fix_their_aggregation():

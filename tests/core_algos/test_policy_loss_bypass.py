@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from algo_refs import BS, LENGTHS, T, close, pg_inputs, ref_agg
+from algo_refs import BS, LENGTHS, T, actor, close, pg_inputs, ref_agg
 
 from verl.core_algos import (
     POLICY_LOSS_REGISTRY,
@@ -17,7 +17,7 @@ from verl.core_algos import (
 
 
 def config(**rollout_correction):
-    return {"clip_ratio": 0.2, "policy_loss": {"rollout_correction": rollout_correction}}
+    return actor(clip_ratio=0.2, policy_loss={"rollout_correction": rollout_correction})
 
 
 def test_registered_under_verls_name():
@@ -92,6 +92,6 @@ def test_rejection_takes_tokens_out_of_the_loss():
 def test_missing_settings_and_unknown_loss_type_are_errors_naming_the_key():
     rollout, lp, adv, m = pg_inputs()
     with pytest.raises(ValueError, match="algorithm.rollout_correction.bypass_mode=true"):
-        compute_policy_loss_bypass_mode(rollout, lp, adv, m, "token-mean", {"policy_loss": {}})
+        compute_policy_loss_bypass_mode(rollout, lp, adv, m, "token-mean", actor())
     with pytest.raises(ValueError, match="loss_type='ppo'"):
         compute_policy_loss_bypass_mode(rollout, lp, adv, m, "token-mean", config(loss_type="ppo"))

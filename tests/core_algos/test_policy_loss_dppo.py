@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from algo_refs import BS, LENGTHS, T, close, pg_inputs, ref_agg
+from algo_refs import BS, LENGTHS, T, actor, close, pg_inputs, ref_agg
 
 from verl.core_algos import compute_policy_loss_dppo_kl, compute_policy_loss_dppo_tv
 
@@ -31,7 +31,7 @@ def test_dppo_matches_loop_with_gradient(fn, in_region, low, high, mode):
     old, lp, adv, m = pg_inputs(seed=70)
     lp = lp.clone().requires_grad_(True)
     cap = 1.3
-    cfg = {"clip_ratio_low": low, "clip_ratio_high": high, "clip_ratio_c": cap}
+    cfg = actor(clip_ratio_low=low, clip_ratio_high=high, clip_ratio_c=cap)
     loss, metrics = fn(old, lp, adv, m, mode, cfg)
     lp_ = lp.detach()
     losses = [[0.0] * T for _ in range(BS)]
@@ -67,16 +67,18 @@ def test_dppo_bounds_only_the_move_the_advantage_asks_for(fn):
     old = torch.log(torch.tensor([[0.3, 0.3, 0.6]], dtype=torch.float64))
     lp = torch.log(torch.tensor([[0.6, 0.6, 0.3]], dtype=torch.float64))
     adv = torch.tensor([[1.0, -1.0, -1.0]], dtype=torch.float64)
-    _, metrics = fn(old, lp, adv, torch.ones_like(adv), "token-mean", {"clip_ratio": 0.1})
+    _, metrics = fn(old, lp, adv, torch.ones_like(adv), "token-mean", actor(clip_ratio=0.1))
     close(metrics["actor/pg_clipfrac"], 2 / 3)
 
 
-def test_dppo_truncation_defaults_to_a_large_cap():
+def test_dppo_truncation_cap_is_the_actors_clip_ratio_c():
+    """The cap is actor.clip_ratio_c with the schema's default, 3 (verl's ActorConfig gives its DPPO the same); the
+    paper's large cap is a setting."""
     _, _, adv, m = pg_inputs(seed=71)
     old = torch.full_like(adv, -5.0)
-    lp = old + 3.5  # ratios e^3.5 = 33: above the default cap 20 where the config has no clip_ratio_c
+    lp = old + 2.0  # ratios e^2 = 7.4: above the default cap 3, below 20
     wide = {"clip_ratio": 1.0}  # a trust region no token leaves: every token is truncated, none dropped
-    _, metrics = compute_policy_loss_dppo_tv(old, lp, adv, m, "token-mean", wide)
+    _, metrics = compute_policy_loss_dppo_tv(old, lp, adv, m, "token-mean", actor(**wide))
     assert metrics["actor/pg_clipfrac_lower"] == 1.0 and metrics["actor/pg_clipfrac"] == 0.0
-    _, metrics = compute_policy_loss_dppo_tv(old, lp, adv, m, "token-mean", {**wide, "clip_ratio_c": 40.0})
+    _, metrics = compute_policy_loss_dppo_tv(old, lp, adv, m, "token-mean", actor(**wide, clip_ratio_c=20.0))
     assert metrics["actor/pg_clipfrac_lower"] == 0.0

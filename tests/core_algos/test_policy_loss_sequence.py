@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from algo_refs import BS, LENGTHS, T, close, mask, pg_inputs, ref_agg
+from algo_refs import BS, LENGTHS, T, actor, close, mask, pg_inputs, ref_agg
 
 from verl.core_algos import compute_policy_loss_geo_mean, compute_policy_loss_sapo
 
@@ -23,7 +23,7 @@ def test_geo_mean_matches_loop_with_gradient(with_is):
     w = torch.rand(BS, T, generator=torch.Generator().manual_seed(4), dtype=old.dtype) + 0.5 if with_is else None
     low, high = 0.2, 0.3
     loss, metrics = compute_policy_loss_geo_mean(
-        old, lp, adv, m, "token-mean", {"clip_ratio_low": low, "clip_ratio_high": high}, rollout_is_weights=w
+        old, lp, adv, m, "token-mean", actor(clip_ratio_low=low, clip_ratio_high=high), rollout_is_weights=w
     )
     lp_ = lp.detach()
     kept = [i for i in range(BS) if LENGTHS_WITH_EMPTY[i] > 0]
@@ -63,7 +63,7 @@ def test_sapo_matches_loop_with_gradient(mode):
     old, lp, adv, m = pg_inputs(seed=60)
     lp = lp.clone().requires_grad_(True)
     tau_pos, tau_neg = 1.0, 1.5
-    loss, metrics = compute_policy_loss_sapo(old, lp, adv, m, mode, {"tau_pos": tau_pos, "tau_neg": tau_neg})
+    loss, metrics = compute_policy_loss_sapo(old, lp, adv, m, mode, actor(tau_pos=tau_pos, tau_neg=tau_neg))
     lp_ = lp.detach()
     losses = [[0.0] * T for _ in range(BS)]
     dloss = [[0.0] * T for _ in range(BS)]  # d l_t / d logp_t
@@ -88,8 +88,8 @@ def test_sapo_gate_has_ppos_gradient_at_the_old_policy():
     old = torch.full((1, 2), -1.0, dtype=torch.float64)
     lp = old.clone().requires_grad_(True)
     adv = torch.tensor([[2.0, -3.0]], dtype=torch.float64)
-    loss, _ = compute_policy_loss_sapo(old, lp, adv, mask([2], 2), "token-sum", {"tau_pos": 1.0, "tau_neg": 4.0})
+    loss, _ = compute_policy_loss_sapo(old, lp, adv, mask([2], 2), "token-sum", actor(tau_pos=1.0, tau_neg=4.0))
     loss.backward()
     close(lp.grad, [[-2.0, 3.0]])
     with pytest.raises(ValueError, match="tau"):
-        compute_policy_loss_sapo(old, lp, adv, mask([2], 2), config={"tau_neg": 0.0})
+        compute_policy_loss_sapo(old, lp, adv, mask([2], 2), config=actor(tau_neg=0.0))

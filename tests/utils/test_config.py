@@ -99,3 +99,37 @@ def test_a_list_of_specs_with_query_strings_is_a_list():
     # YAML reads "?" in a flow sequence as a key marker and fails; the command line means a list of strings
     cfg = load_config("ppo_trainer", ["data.train_files=[builtin://arithmetic/train?train_size=64,b.parquet]"])
     assert list(cfg.data.train_files) == ["builtin://arithmetic/train?train_size=64", "b.parquet"]
+
+
+def test_as_section_converts_once_and_passes_typed_sections_through():
+    """The one conversion at a function's boundary: typed in, the same object out; a dict or None, the schema's
+    section with the schema's defaults (nulls where the schema has none mean "not set"); an unknown key fails."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer.config.algorithm import AlgoConfig, RolloutCorrectionConfig
+    from verl.utils.config import as_section
+    from verl.workers.config.actor import ActorConfig, FSDPActorConfig
+
+    typed = FSDPActorConfig()
+    loaded = load_config("ppo_trainer").actor_rollout_ref.actor  # a DictConfig built from the schema
+    assert as_section(typed, ActorConfig) is typed and as_section(loaded, ActorConfig) is loaded
+    assert as_section(None, AlgoConfig) == AlgoConfig()
+    algo = as_section(OmegaConf.create({"gamma": 0.9, "lam": None}), AlgoConfig)
+    assert isinstance(algo, AlgoConfig) and (algo.gamma, algo.lam, algo.gdpo_reward_keys) == (0.9, 1.0, None)
+    with pytest.raises(ConfigError, match="AlgoConfig: Key 'gama'"):
+        as_section({"gama": 0.9}, AlgoConfig)
+    # the actor's ported dict layout: policy_loss options at the top level, clip_ratio_low/high following clip_ratio
+    actor = as_section({"clip_ratio": 0.3, "clip_ratio_high": 0.4, "dro_beta": 0.1}, ActorConfig)
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.policy_loss.dro_beta) == (0.3, 0.4, 0.1)
+    bypass = as_section({"policy_loss": {"rollout_correction": {"loss_type": "reinforce"}}}, ActorConfig)
+    assert bypass.policy_loss.rollout_correction == RolloutCorrectionConfig(loss_type="reinforce")
+
+
+def test_as_section_loads_a_job_dict_with_its_derived_keys():
+    from verl.trainer.config.ppo_trainer import PPOTrainerConfig
+    from verl.utils.config import as_section
+
+    job = as_section({"reward_model": {"reward_manager": "dapo"}}, PPOTrainerConfig)
+    assert job.reward_manager.name == "dapo" and job.data.reward_fn_key == "data_source"
+    loaded = load_config("ppo_trainer")
+    assert as_section(loaded, PPOTrainerConfig) is loaded

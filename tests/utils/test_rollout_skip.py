@@ -1,10 +1,9 @@
 """`RolloutSkip`: the first call generates and dumps, later calls load the same batch without generating."""
 
-from types import SimpleNamespace
-
 import torch
 
 from verl.protocol import DataProto
+from verl.utils.config import load_config
 from verl.utils.rollout_skip import RolloutSkip
 
 
@@ -18,11 +17,14 @@ class CountingRollout:
 
 
 def _config(tmp_path, n=2):
-    return SimpleNamespace(
-        actor_rollout_ref=SimpleNamespace(rollout={"n": n, "skip_dump_dir": str(tmp_path)}),
-        data={"train_batch_size": 2},
-        trainer={"experiment_name": "exp", "project_name": "proj"},
-    )
+    overrides = {
+        "actor_rollout_ref.rollout.n": n,
+        "actor_rollout_ref.rollout.skip_dump_dir": str(tmp_path),
+        "data.train_batch_size": 2,
+        "trainer.experiment_name": "exp",
+        "trainer.project_name": "proj",
+    }
+    return load_config("ppo_trainer", overrides=overrides)
 
 
 def test_dump_once_then_load(tmp_path):

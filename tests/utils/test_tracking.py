@@ -85,9 +85,14 @@ def test_verl_signature_writes_where_verl_does(tmp_path, monkeypatch):
     assert [r["a"] for r in rows] == [1.0, 2.0] and lines == ["step 2: a=2.0000"]
 
 
-def test_project_and_experiment_default_to_the_config():
-    t = Tracking(default_backend=[], config=CONFIG)
+def test_the_run_is_named_by_the_caller_and_the_config_only_recorded():
+    """As verl's: the trainer passes trainer.project_name / experiment_name; the config is what backends record."""
+    t = Tracking("proj", "exp", default_backend=[], config=CONFIG)
     assert (t.project_name, t.experiment_name) == ("proj", "exp")
+    assert (Tracking(default_backend=[], config=CONFIG).project_name, Tracking(default_backend=[]).experiment_name) == (
+        "verl",
+        "run",
+    )
 
 
 def test_validation_generations_to_tensorboard(tmp_path, monkeypatch):

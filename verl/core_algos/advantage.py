@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._config import _cfg_get
+from ._config import typed_section
 from .functional import masked_whiten
 
 __all__ = [
@@ -251,12 +251,14 @@ def compute_grpo_passk_outcome_advantage(
         A_best = (s_max - s_second) / (std_g(s) + epsilon)    (without "/ (std + epsilon)" when not normalising)
         A_i    = 0                                            for every other response
 
-    ``config.norm_adv_by_std_in_grpo``, when the config has it, overrides the argument (verl reads the config).
+    ``config.norm_adv_by_std_in_grpo`` (the typed ``algorithm`` section), when a config is given, overrides the
+    argument (verl reads the config).
     Every group needs at least two responses (ValueError otherwise). Ties give the best a zero advantage.
 
     Shapes: token_level_rewards, response_mask (bs, response_length); index (bs,) -> (bs, response_length) x 2.
     """
-    norm_by_std = _cfg_get(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
+    config = typed_section(config, "algorithm", "compute_grpo_passk_outcome_advantage", optional=True)
+    norm_by_std = config.norm_adv_by_std_in_grpo if config is not None else norm_adv_by_std_in_grpo
     scores = token_level_rewards.sum(dim=-1)
     group, n_groups = _group_ids(index, scores.device)
     adv = torch.zeros_like(scores)
@@ -346,12 +348,16 @@ def compute_reinforce_plus_plus_outcome_advantage(
     skipped, as GAE skips them: the running return passes through them unchanged and undiscounted, so the outcome
     reward at the end reaches the earlier turns, and G is 0 there. Rewards placed on masked positions are ignored.
 
-    ``gamma`` defaults to ``config.gamma`` (verl reads it from the algorithm config), then 1.0.
+    ``gamma`` defaults to ``config.gamma`` (the typed ``algorithm`` section; verl reads it there): one of them is
+    required.
 
     Shapes: token_level_rewards, response_mask (bs, response_length) -> advantages, returns (same).
     """
+    config = typed_section(config, "algorithm", "compute_reinforce_plus_plus_outcome_advantage", optional=True)
     if gamma is None:
-        gamma = _cfg_get(config, "gamma", 1.0)
+        if config is None:
+            raise TypeError("compute_reinforce_plus_plus_outcome_advantage needs gamma or the algorithm config")
+        gamma = config.gamma
     mask = response_mask.to(token_level_rewards.dtype)
     returns = torch.zeros_like(token_level_rewards)
     running = torch.zeros_like(token_level_rewards[:, 0])

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._config import _cfg_get
+from ._config import typed_section
 from .advantage import AdvantageEstimator, _grpo_scalars, register_adv_est
 from .functional import masked_whiten
 
@@ -63,13 +63,15 @@ def compute_gdpo_outcome_advantage(
         A_i     = sum_k w_k A_{k,i}                                    (w: gdpo_reward_weights, default all 1)
         A_{i,t} = whiten(A broadcast over response tokens)              (masked mean / unbiased variance, batch)
 
-    The components are the columns ``config.gdpo_reward_keys`` of ``non_tensor_batch`` (one number per response).
-    Without ``config`` and ``non_tensor_batch`` the single component is the response's total reward (sum_t r_t):
-    then GDPO is whitened GRPO. With both given the keys are required, as in verl.
+    The components are the columns ``config.gdpo_reward_keys`` of ``non_tensor_batch`` (one number per response);
+    ``config`` is the typed ``algorithm`` section. Without ``config`` and ``non_tensor_batch`` the single component
+    is the response's total reward (sum_t r_t): then GDPO is whitened GRPO. With both given the keys are required,
+    as in verl.
 
     Shapes: token_level_rewards, response_mask (bs, response_length); index (bs,) -> (bs, response_length) x 2.
     """
-    keys = list(_cfg_get(config, "gdpo_reward_keys", None) or [])
+    config = typed_section(config, "algorithm", "compute_gdpo_outcome_advantage", optional=True)
+    keys = list(config.gdpo_reward_keys or []) if config is not None else []
     if not keys and config is not None and non_tensor_batch is not None:
         raise ValueError(
             "adv_estimator=gdpo needs algorithm.gdpo_reward_keys: the reward components to normalise separately, "
@@ -77,7 +79,8 @@ def compute_gdpo_outcome_advantage(
         )
     scores = token_level_rewards.sum(dim=-1)
     components = _component_scores(keys, non_tensor_batch, scores) if keys else [scores]
-    weights = list(_cfg_get(config, "gdpo_reward_weights", None) or [1.0] * len(components))
+    given = config.gdpo_reward_weights if config is not None else None
+    weights = list(given) if given else [1.0] * len(components)  # null: every component weighs 1
     if len(weights) != len(components):
         raise ValueError(
             f"algorithm.gdpo_reward_weights has {len(weights)} weights for {len(components)} gdpo_reward_keys; give "

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._config import _cfg_get
+from ._config import typed_section
 from .functional import masked_mean
 
 __all__ = [
@@ -121,20 +121,16 @@ class FixedKLController:
 
 
 def get_kl_controller(kl_ctrl: Any) -> FixedKLController | AdaptiveKLController:
-    """Build the controller from ``algorithm.kl_ctrl``: ``type`` (fixed | adaptive), ``kl_coef``, ``target_kl``,
-    ``horizon`` (dict, DictConfig or attribute object)."""
-    kind = _cfg_get(kl_ctrl, "type", "fixed")
-    kl_coef = _cfg_get(kl_ctrl, "kl_coef", 0.001)
-    if kind == "fixed":
-        return FixedKLController(kl_coef=kl_coef)
-    if kind == "adaptive":
-        horizon = _cfg_get(kl_ctrl, "horizon", 10000)
-        if horizon <= 0:
-            raise ValueError(f"kl_ctrl.horizon must be > 0 for the adaptive controller, got {horizon}")
-        return AdaptiveKLController(
-            init_kl_coef=kl_coef, target_kl=_cfg_get(kl_ctrl, "target_kl", 0.1), horizon=horizon
-        )
-    raise ValueError(f"Unknown kl_ctrl.type {kind!r}; choose 'fixed' or 'adaptive'")
+    """Build the controller from the typed ``algorithm.kl_ctrl`` section (``KLControlConfig``): ``type`` (fixed |
+    adaptive), ``kl_coef``, ``target_kl``, ``horizon``."""
+    kl_ctrl = typed_section(kl_ctrl, "algorithm.kl_ctrl", "get_kl_controller")
+    if kl_ctrl.type == "fixed":
+        return FixedKLController(kl_coef=kl_ctrl.kl_coef)
+    if kl_ctrl.type == "adaptive":
+        if kl_ctrl.horizon <= 0:
+            raise ValueError(f"kl_ctrl.horizon must be > 0 for the adaptive controller, got {kl_ctrl.horizon}")
+        return AdaptiveKLController(init_kl_coef=kl_ctrl.kl_coef, target_kl=kl_ctrl.target_kl, horizon=kl_ctrl.horizon)
+    raise ValueError(f"Unknown kl_ctrl.type {kl_ctrl.type!r}; choose 'fixed' or 'adaptive'")
 
 
 def apply_kl_penalty(

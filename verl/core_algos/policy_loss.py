@@ -9,13 +9,15 @@ Each loss is registered under ``actor.policy_loss.loss_mode`` and called as verl
     )
 
 ``pg_loss`` is a scalar tensor, ``pg_metrics`` a dict of floats (``actor/pg_clipfrac``, ``actor/ppo_kl``,
-``actor/pg_clipfrac_lower``, whichever the loss defines). ``config`` carries ``clip_ratio``, ``clip_ratio_low``,
-``clip_ratio_high``, ``clip_ratio_c`` and the per-loss keys either under ``config.policy_loss`` (verl's layout) or at
-the top level; a ``dict``, a ``DictConfig`` or a dataclass. ``rollout_is_weights`` (bs, response_length), when
-given, multiplies the per-token losses: the importance weights that correct for the rollout engine's sampling
-distribution (e.g. ``truncated_is_weights``). ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
-``global_batch_size``, ``loss_scale_factor``; verl's field, filled by its worker), when present, is passed on to
-``agg_loss``; without it a loss aggregates its micro-batch locally (our workers weight it, ``aggregation``).
+``actor/pg_clipfrac_lower``, whichever the loss defines). ``config`` is the typed actor section (the worker's
+``ActorConfig``, or a ``DictConfig`` built from it), read as attributes: ``clip_ratio_low``, ``clip_ratio_high``,
+``clip_ratio_c``, ``tau_pos`` / ``tau_neg`` and the per-loss options under ``config.policy_loss`` (verl's layout);
+their defaults are the schema's. A dict or None is converted by ``verl.trainer.ppo.core_algos`` (package docstring).
+``rollout_is_weights`` (bs, response_length), when given, multiplies the per-token losses: the importance weights
+that correct for the rollout engine's sampling distribution (e.g. ``truncated_is_weights``).
+``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``, ``global_batch_size``, ``loss_scale_factor``;
+verl's field, filled by its worker), when not empty, is passed on to ``agg_loss``; empty, a loss aggregates its
+micro-batch locally (our workers weight it, ``aggregation``).
 
 The sequence-level losses (GSPO, GMPO, SAPO) live in ``policy_loss_sequence``, the covariance ones (Clip-Cov,
 KL-Cov) in ``policy_loss_cov``, DPPO in ``policy_loss_dppo``; all register here.
@@ -28,7 +30,7 @@ from typing import Any
 
 import torch
 
-from ._config import _cfg_get
+from ._config import typed_section
 from .aggregation import agg_loss
 from .functional import masked_mean
 
@@ -93,15 +95,12 @@ def get_policy_loss_fn(name: str) -> PolicyLossFn:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _policy_loss_option(config: Any, key: str, default: Any) -> Any:
-    """A per-loss option: ``config.policy_loss.<key>`` (verl's layout), else ``config.<key>``, else ``default``."""
-    return _cfg_get(_cfg_get(config, "policy_loss"), key, _cfg_get(config, key, default))
+_ACTOR = "actor (actor_rollout_ref.actor)"  # the section every policy loss reads, named in its TypeError
 
 
 def _clip_ranges(config: Any) -> tuple[float, float]:
-    """(eps_low, eps_high): ``clip_ratio_low`` / ``clip_ratio_high``, each defaulting to ``clip_ratio`` (0.2)."""
-    clip_ratio = _cfg_get(config, "clip_ratio", 0.2)
-    return _cfg_get(config, "clip_ratio_low", clip_ratio), _cfg_get(config, "clip_ratio_high", clip_ratio)
+    """(eps_low, eps_high) = (``clip_ratio_low``, ``clip_ratio_high``)."""
+    return config.clip_ratio_low, config.clip_ratio_high
 
 
 _GLOBAL_BATCH_KEYS = ("dp_size", "batch_num_tokens", "global_batch_size", "loss_scale_factor")
@@ -109,8 +108,8 @@ _GLOBAL_BATCH_KEYS = ("dp_size", "batch_num_tokens", "global_batch_size", "loss_
 
 def _global_batch_info(config: Any) -> dict[str, Any]:
     """``agg_loss``'s global-normalisation arguments from ``config.global_batch_info`` (verl's worker fills it per
-    micro-batch, ``loss_scale_factor`` included); empty, i.e. local aggregation, when the config has none."""
-    info = _cfg_get(config, "global_batch_info", None) or {}
+    micro-batch, ``loss_scale_factor`` included); empty, i.e. local aggregation, when the worker leaves it empty."""
+    info = config.global_batch_info
     return {key: info[key] for key in _GLOBAL_BATCH_KEYS if key in info and info[key] is not None}
 
 
@@ -142,8 +141,8 @@ def truncated_is_weights(
 def _truncated_is(
     pg_losses: torch.Tensor, old_log_prob: torch.Tensor, rollout_log_probs: torch.Tensor | None, config: Any
 ) -> torch.Tensor:
-    """``pg_losses`` times ``truncated_is_weights`` with the cap ``config.tis_imp_ratio_cap`` (unchanged without)."""
-    weights = truncated_is_weights(old_log_prob, rollout_log_probs, _cfg_get(config, "tis_imp_ratio_cap", -1))
+    """``pg_losses`` times ``truncated_is_weights`` with the cap ``config.tis_imp_ratio_cap`` (unchanged when <= 0)."""
+    weights = truncated_is_weights(old_log_prob, rollout_log_probs, config.tis_imp_ratio_cap)
     return _weighted(pg_losses, weights)
 
 
@@ -229,9 +228,10 @@ def compute_policy_loss_vanilla(
 
     Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_vanilla")
     clip_low, clip_high = _clip_ranges(config)
     pg_losses, pg_clipfrac, ppo_kl, pg_clipfrac_lower = _dual_clip_ppo_losses(
-        old_log_prob, log_prob, advantages, response_mask, clip_low, clip_high, _cfg_get(config, "clip_ratio_c", 3.0)
+        old_log_prob, log_prob, advantages, response_mask, clip_low, clip_high, config.clip_ratio_c
     )
     pg_loss = _aggregate(_weighted(pg_losses, rollout_is_weights), response_mask, loss_agg_mode, config)
     return pg_loss, _metrics(pg_clipfrac=pg_clipfrac, ppo_kl=ppo_kl, pg_clipfrac_lower=pg_clipfrac_lower)
@@ -259,6 +259,7 @@ def compute_policy_loss_cispo(
 
     Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_cispo")
     clip_low, clip_high = _clip_ranges(config)
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
     ratio = torch.exp(log_ratio)
@@ -291,6 +292,7 @@ def compute_policy_loss_gpg(
 
     No metrics (as verl). Shapes: (bs, response_length) inputs -> (pg_loss scalar, {}).
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_gpg")
     pg_losses = _weighted(-log_prob * advantages, rollout_is_weights)
     return _aggregate(pg_losses, response_mask, loss_agg_mode, config), {}
 
@@ -310,10 +312,11 @@ def compute_policy_loss_dro(
 
         l_t = -(logp_t A_t - (beta / 2) (logp_t - logp_old_t)^2)     (times rollout_is_weights, when given)
 
-    beta = ``policy_loss.dro_beta`` (or top-level ``dro_beta``), required and > 0. Metric: ppo_kl = masked mean of
-    (logp_old - logp). Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
+    beta = ``policy_loss.dro_beta``, required and > 0. Metric: ppo_kl = masked mean of (logp_old - logp).
+    Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
     """
-    beta = _policy_loss_option(config, "dro_beta", None)
+    config = typed_section(config, _ACTOR, "compute_policy_loss_dro")
+    beta = config.policy_loss.dro_beta
     if beta is None or beta <= 0:
         raise ValueError(
             f"policy_loss.loss_mode=dro needs a positive actor.policy_loss.dro_beta (the weight of its quadratic "
@@ -345,6 +348,7 @@ def compute_policy_loss_reinforce(
 
     Shapes: (bs, response_length) inputs -> (pg_loss scalar, metrics).
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_reinforce")
     pg_losses = _weighted(-advantages * log_prob, rollout_is_weights)
     pg_loss = _aggregate(pg_losses, response_mask, loss_agg_mode, config)
     return pg_loss, _metrics(ppo_kl=masked_mean(rollout_log_prob - log_prob, response_mask))

@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from ._config import _cfg_get
-from .policy_loss import compute_policy_loss_reinforce, compute_policy_loss_vanilla, register_policy_loss
+from ._config import typed_section
+from .policy_loss import _ACTOR, compute_policy_loss_reinforce, compute_policy_loss_vanilla, register_policy_loss
 from .rollout_correction import compute_rollout_correction
 
 __all__ = ["BYPASS_LOSS_TYPES", "compute_policy_loss_bypass_mode"]
@@ -45,16 +45,17 @@ def compute_policy_loss_bypass_mode(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The bypass-mode loss (formulas in the module docstring). ``old_log_prob`` is the sampler's log-probs;
     ``config.policy_loss.rollout_correction`` holds ``algorithm.rollout_correction`` (the trainer puts it there when
-    ``bypass_mode`` is on). ``rollout_is_weights`` from the caller are not used: this loss measures its own against
+    ``bypass_mode`` is on; the actor section types it as a ``RolloutCorrectionConfig``). ``rollout_is_weights`` from the caller are not used: this loss measures its own against
     the current policy. Metrics: the chosen loss's, plus verl's ``rollout_corr/`` ones of this micro-batch."""
-    rc = _cfg_get(_cfg_get(config, "policy_loss"), "rollout_correction", None)
+    config = typed_section(config, _ACTOR, "compute_policy_loss_bypass_mode")
+    rc = config.policy_loss.rollout_correction
     if rc is None:
         raise ValueError(
             "policy_loss.loss_mode=bypass_mode needs the rollout correction settings in "
             "actor.policy_loss.rollout_correction: set algorithm.rollout_correction.bypass_mode=true and the "
             "trainer fills them in (a script calling this loss passes them itself)"
         )
-    loss_type = _cfg_get(rc, "loss_type", "ppo_clip")
+    loss_type = rc.loss_type
     if loss_type not in BYPASS_LOSS_TYPES:
         raise ValueError(
             f"algorithm.rollout_correction.loss_type={loss_type!r}: use one of {', '.join(BYPASS_LOSS_TYPES)}"
@@ -64,11 +65,11 @@ def compute_policy_loss_bypass_mode(
             log_prob.detach(),
             old_log_prob,
             response_mask,
-            rollout_is=_cfg_get(rc, "rollout_is", None),
-            rollout_is_threshold=_cfg_get(rc, "rollout_is_threshold", 2.0),
-            rollout_is_batch_normalize=_cfg_get(rc, "rollout_is_batch_normalize", False),
-            rollout_rs=_cfg_get(rc, "rollout_rs", None),
-            rollout_rs_threshold=_cfg_get(rc, "rollout_rs_threshold", None),
+            rollout_is=rc.rollout_is,
+            rollout_is_threshold=rc.rollout_is_threshold,
+            rollout_is_batch_normalize=rc.rollout_is_batch_normalize,
+            rollout_rs=rc.rollout_rs,
+            rollout_rs_threshold=rc.rollout_rs_threshold,
         )
     mask = mask.to(response_mask.dtype)
     if loss_type == "reinforce":

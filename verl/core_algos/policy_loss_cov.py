@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
+from ._config import typed_section
 from .functional import masked_mean
-from .policy_loss import _aggregate, _clip_ranges, _metrics, _policy_loss_option, _weighted, register_policy_loss
+from .policy_loss import _ACTOR, _aggregate, _clip_ranges, _metrics, _weighted, register_policy_loss
 
 __all__ = ["compute_policy_loss_clip_cov", "compute_policy_loss_kl_cov"]
 
@@ -33,13 +34,13 @@ def compute_policy_loss_clip_cov(
 
         l_t = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)) * (0 if t picked else 1),   r = exp(logp - logp_old)
 
-    (times rollout_is_weights, when given). Options (under ``config.policy_loss`` or top level): clip_cov_ratio
-    (0.0002), clip_cov_lb (1.0), clip_cov_ub (5.0). Metrics: pg_clipfrac = the fraction of picked tokens; ppo_kl.
+    (times rollout_is_weights, when given). Options: ``config.policy_loss.clip_cov_ratio``, ``clip_cov_lb``,
+    ``clip_cov_ub``. Metrics: pg_clipfrac = the fraction of picked tokens; ppo_kl.
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_clip_cov")
     clip_low, clip_high = _clip_ranges(config)
-    clip_cov_ratio = _policy_loss_option(config, "clip_cov_ratio", 0.0002)
-    clip_cov_lb = _policy_loss_option(config, "clip_cov_lb", 1.0)
-    clip_cov_ub = _policy_loss_option(config, "clip_cov_ub", 5.0)
+    options = config.policy_loss
+    clip_cov_ratio, clip_cov_lb, clip_cov_ub = options.clip_cov_ratio, options.clip_cov_lb, options.clip_cov_ub
     if clip_cov_ratio <= 0:
         raise ValueError(f"clip_cov_ratio must be > 0, got {clip_cov_ratio}")
 
@@ -80,11 +81,11 @@ def compute_policy_loss_kl_cov(
 
         l_t = -A_t r_t + (ppo_kl_coef * |logp_t - logp_old_t|  if t is in the top-k)      r = exp(logp - logp_old)
 
-    (times rollout_is_weights, when given). Options (under ``config.policy_loss`` or top level): kl_cov_ratio
-    (0.0002), ppo_kl_coef (1.0). Metric: ppo_kl = masked_mean |logp - logp_old| (as verl).
+    (times rollout_is_weights, when given). Options: ``config.policy_loss.kl_cov_ratio``, ``ppo_kl_coef``.
+    Metric: ppo_kl = masked_mean |logp - logp_old| (as verl).
     """
-    kl_cov_ratio = _policy_loss_option(config, "kl_cov_ratio", 0.0002)
-    ppo_kl_coef = _policy_loss_option(config, "ppo_kl_coef", 1.0)
+    config = typed_section(config, _ACTOR, "compute_policy_loss_kl_cov")
+    kl_cov_ratio, ppo_kl_coef = config.policy_loss.kl_cov_ratio, config.policy_loss.ppo_kl_coef
     if kl_cov_ratio <= 0:
         raise ValueError(f"kl_cov_ratio must be > 0, got {kl_cov_ratio}")
 

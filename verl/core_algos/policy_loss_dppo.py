@@ -11,11 +11,11 @@ push that divergence past delta *in the direction its advantage pushes*:
           (up) / delta_low (down), measured by D(p_old, p)
     l_t = -A_t * sg(min(r_t, c)) * logp_t * v_t                               (times rollout_is_weights)
 
-sg(min(r, c)) is truncated importance sampling (c = ``clip_ratio_c``; 20, a large cap as the paper recommends,
-when the config has none; the actor's default is 3) instead of the dual clip. delta_low / delta_high are ``clip_ratio_low`` / ``clip_ratio_high`` (they
-default to ``clip_ratio``): for DPPO they are divergence thresholds, not ratio bounds. Metrics: pg_clipfrac = the
-fraction of tokens outside the trust region (v = 0); pg_clipfrac_lower = the fraction inside it whose ratio was
-truncated at c; ppo_kl = masked mean of (logp_old - logp).
+sg(min(r, c)) is truncated importance sampling instead of the dual clip, c = the actor's ``clip_ratio_c`` (verl's
+key for it; 3 by default, the schema's and verl's ``ActorConfig``'s: raise it for the paper's large cap).
+delta_low / delta_high are ``clip_ratio_low`` / ``clip_ratio_high``: for DPPO they are divergence thresholds, not
+ratio bounds. Metrics: pg_clipfrac = the fraction of tokens outside the trust region (v = 0); pg_clipfrac_lower =
+the fraction inside it whose ratio was truncated at c; ppo_kl = masked mean of (logp_old - logp).
 
 Shapes: ``(bs, response_length)`` inputs, aligned with ``response_mask``; each returns (pg_loss scalar, metrics).
 """
@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from ._config import _cfg_get
+from ._config import typed_section
 from .functional import masked_mean
-from .policy_loss import _aggregate, _clip_ranges, _metrics, _weighted, register_policy_loss
+from .policy_loss import _ACTOR, _aggregate, _clip_ranges, _metrics, _weighted, register_policy_loss
 
 __all__ = ["compute_policy_loss_dppo_kl", "compute_policy_loss_dppo_tv"]
 
@@ -45,7 +45,7 @@ def _dppo_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
     ratio = torch.exp(log_ratio)
-    cap = _cfg_get(config, "clip_ratio_c", 20.0)
+    cap = config.clip_ratio_c
     keep = in_region.detach().to(log_prob.dtype)
     pg_losses = -advantages * torch.clamp(ratio, max=cap).detach() * log_prob * keep
     pg_loss = _aggregate(_weighted(pg_losses, rollout_is_weights), response_mask, loss_agg_mode, config)
@@ -72,6 +72,7 @@ def compute_policy_loss_dppo_tv(
 
     The rest: see the module docstring.
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_dppo_tv")
     delta_low, delta_high = _clip_ranges(config)
     move = torch.exp(log_prob) - torch.exp(old_log_prob)
     in_region = torch.where(advantages > 0, move <= delta_high, move >= -delta_low)
@@ -98,6 +99,7 @@ def compute_policy_loss_dppo_kl(
 
     The rest: see the module docstring.
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_dppo_kl")
     delta_low, delta_high = _clip_ranges(config)
     prob, old_prob = torch.exp(log_prob), torch.exp(old_log_prob)
     binary_kl = old_prob * (old_log_prob - log_prob) + (1 - old_prob) * torch.log(

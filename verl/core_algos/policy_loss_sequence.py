@@ -11,15 +11,9 @@ from typing import Any
 
 import torch
 
+from ._config import typed_section
 from .functional import masked_mean, masked_sum
-from .policy_loss import (
-    _aggregate,
-    _clip_ranges,
-    _metrics,
-    _policy_loss_option,
-    _weighted,
-    register_policy_loss,
-)
+from .policy_loss import _ACTOR, _aggregate, _clip_ranges, _metrics, _weighted, register_policy_loss
 
 __all__ = ["compute_policy_loss_geo_mean", "compute_policy_loss_gspo", "compute_policy_loss_sapo"]
 
@@ -45,6 +39,7 @@ def compute_policy_loss_gspo(
     The value of s_{i,t} equals s_i while each token's gradient is s_i * grad logp_t. ``loss_agg_mode`` defaults to
     "seq-mean-token-mean" (the paper's sequence-level average; the actor always uses it). pg_clipfrac_lower is 0.
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_gspo")
     clip_low, clip_high = _clip_ranges(config)
     log_ratio = log_prob - old_log_prob
     seq_lengths = response_mask.to(log_prob.dtype).sum(dim=-1).clamp(min=1)
@@ -86,6 +81,7 @@ def compute_policy_loss_geo_mean(
     ppo_kl = masked mean of (logp_old - logp). verl averages over every row; rows without a response token carry no
     loss, and leaving them out keeps the micro-batch weighting of the sequence means exact.
     """
+    config = typed_section(config, _ACTOR, "compute_policy_loss_geo_mean")
     clip_low, clip_high = _clip_ranges(config)
     log_ratio = log_prob - old_log_prob
     ppo_kl = masked_mean(-log_ratio, response_mask)
@@ -130,12 +126,12 @@ def compute_policy_loss_sapo(
         f(r)  = sigmoid(tau (r - 1)) * 4 / tau       (f(1) = 2 / tau, f'(1) = 1: PPO's gradient at the old policy)
         l_t   = -f(r_t) A_t                          (times rollout_is_weights, when given)
 
-    tau_pos / tau_neg: ``config.tau_pos`` (1.0) and ``config.tau_neg`` (1.05), under ``policy_loss`` or top level.
+    tau_pos / tau_neg: the actor's ``tau_pos`` and ``tau_neg`` (verl's keys, beside ``clip_ratio``).
     ``loss_agg_mode`` defaults to "seq-mean-token-mean" (the actor always uses it). pg_clipfrac and
     pg_clipfrac_lower are 0 (nothing is clipped); ppo_kl = masked mean of (logp_old - logp).
     """
-    tau_pos = float(_policy_loss_option(config, "tau_pos", 1.0))
-    tau_neg = float(_policy_loss_option(config, "tau_neg", 1.05))
+    config = typed_section(config, _ACTOR, "compute_policy_loss_sapo")
+    tau_pos, tau_neg = float(config.tau_pos), float(config.tau_neg)
     if tau_pos <= 0 or tau_neg <= 0:
         raise ValueError(f"sapo needs tau_pos > 0 and tau_neg > 0 (the gate temperatures), got {tau_pos}, {tau_neg}")
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl.planner.check import check_memory, validation_rows
 from verl.sandbox.local import SandboxUnavailable
 from verl.single_controller.base import WorkerGroupError
+from verl.trainer.config.data import RLDataConfig
 from verl.trainer.ppo.choices import check_data_sources, check_registered_choices
 from verl.trainer.ppo.code_isolation import resolve_code_isolation
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
@@ -28,6 +29,7 @@ from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.trainer.ppo.rollout_correction import configure_bypass_mode
 from verl.utils.cli import job_config, run_cli
+from verl.utils.config import as_section
 from verl.utils.cpu_threads import apply_job_threads
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.disk import DiskFullError
@@ -77,8 +79,9 @@ def create_rl_sampler(data_config, dataset):
     trainer itself orders prompts with the same rule (`PromptLoader`); this is for recipes that build a loader."""
     import torch
 
-    if data_config.get("shuffle", True):
-        seed = data_config.get("seed", None)
+    data_config = as_section(data_config, RLDataConfig)  # verl's callers pass the data section or a dict of it
+    if data_config.shuffle:
+        seed = data_config.seed
         generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
         return torch.utils.data.RandomSampler(dataset, generator=generator)
     return torch.utils.data.SequentialSampler(dataset)

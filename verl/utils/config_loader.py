@@ -9,7 +9,9 @@ returns the typed ``DictConfig`` (assigning a wrong type later raises too). A ke
 the closest valid key; a value OmegaConf cannot convert to the key's type is an error naming the key and the type.
 ``+key=value`` adds a key the schema does not have (as in Hydra); under free-form groups (``dict`` fields, e.g.
 ``reward_model.reward_kwargs``) any key is accepted. A list key given one scalar takes it as a one-item list.
-``omega_conf_to_dataclass`` turns a loaded section into its dataclass (what workers receive).
+``omega_conf_to_dataclass`` turns a loaded section into its dataclass (what workers receive); ``as_section`` is the
+one conversion at the boundary of a function that takes a section from ported user code (a dict, an untyped
+``DictConfig`` or None): past it, code reads the section's attributes, whose defaults are the schema's.
 
 verl's import path for these names is ``verl.utils.config``, which also re-exports the PPO config's dict view
 (``verl.utils.config_dict``, built on this module).
@@ -35,6 +37,7 @@ __all__ = [
     "JOBS",
     "ConfigError",
     "UnknownConfigKeyError",
+    "as_section",
     "default_config",
     "job_schema",
     "load_config",
@@ -398,8 +401,66 @@ def omega_conf_to_dataclass(config: DictConfig | Mapping | Any, dataclass_type: 
         dataclass_type = getattr(importlib.import_module(module), cls)
     if not dataclasses.is_dataclass(dataclass_type):
         raise ConfigError(f"omega_conf_to_dataclass: {dataclass_type} is not a dataclass")
-    merged = OmegaConf.merge(OmegaConf.structured(dataclass_type), _drop_targets(data))
+    merged = OmegaConf.merge(_structured(dataclass_type), _drop_targets(data))
     return OmegaConf.to_object(merged)
+
+
+@functools.cache
+def _structured(dataclass_type: type) -> DictConfig:
+    # the defaults of a section, built once: merge copies them, so the cached config is never changed
+    return OmegaConf.structured(dataclass_type)
+
+
+def as_section(config: Any, section_type: type) -> Any:
+    """``config`` as the schema section ``section_type`` (a `verl.base_config.BaseConfig` dataclass or a job's root
+    schema), converted once where a function receives it; past this call the function reads attributes.
+
+    - a ``section_type`` (or a subclass), or a ``DictConfig`` built from one (``load_config``): returned as it is;
+    - None: the section's defaults (a job schema: ``load_config(job)``);
+    - a dict or an untyped ``DictConfig`` (ported user code that builds configs by hand): its keys over the schema's
+      defaults, checked like a loaded config (an unknown key is a `ConfigError`). A null for a key that cannot be
+      null means "not set" (the default). ``section_type.ported_layout`` first moves keys that older code wrote
+      elsewhere. A job schema's mapping is loaded as overrides, so its derived keys follow their sources;
+    - anything else (an object with the section's attributes): returned as it is.
+    """
+    if isinstance(config, section_type) or _typed_as(config, section_type):
+        return config
+    if config is not None and not isinstance(config, Mapping):
+        return config
+    job = next((name for name in JOBS if job_schema(name) is section_type), None)
+    if job is not None:
+        return load_config(job, overrides=config)
+    if config is None:
+        return section_type()
+    data = OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config)
+    data = _drop_unset(section_type.ported_layout(data), section_type)
+    try:
+        return omega_conf_to_dataclass(data, section_type)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{section_type.__name__}: {str(e).splitlines()[0]}") from None
+
+
+def _typed_as(config: Any, section_type: type) -> bool:
+    """Whether ``config`` is a structured ``DictConfig`` of ``section_type`` (or of a subclass)."""
+    if not isinstance(config, DictConfig):
+        return False
+    object_type = OmegaConf.get_type(config)
+    return isinstance(object_type, type) and issubclass(object_type, section_type)
+
+
+def _drop_unset(data: dict, section_type: type) -> dict:
+    """``data`` without the nulls of keys the schema types as not nullable, in nested sections too."""
+    hints = typing.get_type_hints(section_type)
+    out = {}
+    for key, value in data.items():
+        hint = hints.get(key, Any)
+        if value is None and hint is not Any and type(None) not in typing.get_args(hint):
+            continue
+        nested = _strip_optional(hint)
+        if isinstance(value, Mapping) and _is_group(nested):
+            value = _drop_unset(dict(value), nested)
+        out[key] = value
+    return out
 
 
 def _drop_targets(tree: Any) -> Any:

@@ -221,10 +221,11 @@ def get_fsdp_wrap_policy(module: torch.nn.Module, config: Any = None, is_lora: b
     """An FSDP1 ``auto_wrap_policy`` for ``module`` (verl's ``fsdp_config.wrap_policy``), for code that wraps with
     ``FullyShardedDataParallel`` itself; this package's workers shard with FSDP2 per decoder layer (`apply_fsdp2`).
 
-    ``config.disable``: None (no auto-wrapping). ``config.min_num_params`` > 0: wrap every submodule of at least
-    that many parameters. Otherwise wrap the layer classes ``config.transformer_layer_cls_to_wrap`` (default: the
-    model's ``_no_split_modules``). ``is_lora``: also wrap every trainable leaf module, so LoRA adapters get their
-    own units. Returns None when nothing would be wrapped."""
+    ``config``: the ``wrap_policy`` mapping (a free-form dict in the job schema, or the SFT job's section), read
+    as a mapping. ``disable``: None (no auto-wrapping). ``min_num_params`` > 0: wrap every submodule of at least
+    that many parameters. Otherwise wrap the layer classes ``transformer_layer_cls_to_wrap`` (default: the model's
+    ``_no_split_modules``). ``is_lora``: also wrap every trainable leaf module, so LoRA adapters get their own
+    units. Returns None when nothing would be wrapped."""
     import functools
 
     from torch.distributed.fsdp.wrap import (
@@ -234,11 +235,8 @@ def get_fsdp_wrap_policy(module: torch.nn.Module, config: Any = None, is_lora: b
         transformer_auto_wrap_policy,
     )
 
-    def setting(key: str, default: Any) -> Any:
-        value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
-        return default if value is None else value
-
-    if config is not None and setting("disable", False):
+    policy = dict(config) if config is not None else {}  # one mapping: a dict, a DictConfig or a section
+    if policy.get("disable"):
         return None
     policies = []
     if is_lora:
@@ -248,8 +246,8 @@ def get_fsdp_wrap_policy(module: torch.nn.Module, config: Any = None, is_lora: b
             return not list(m.children()) and weight is not None and weight.requires_grad
 
         policies.append(functools.partial(lambda_auto_wrap_policy, lambda_fn=trainable_leaf))
-    min_num_params = setting("min_num_params", 0) if config is not None else 0
-    configured = setting("transformer_layer_cls_to_wrap", None) if config is not None else None
+    min_num_params = policy.get("min_num_params") or 0  # absent or null: no size rule
+    configured = policy.get("transformer_layer_cls_to_wrap")
     layer_names = configured or getattr(module, "_no_split_modules", None)
     if min_num_params > 0:
         policies.append(functools.partial(size_based_auto_wrap_policy, min_num_params=min_num_params))

@@ -6,7 +6,8 @@
 
 Every step then trains on the same batch: this is for profiling and debugging the stages after generation, never
 for a real run. The dump is ``<actor_rollout_ref.rollout.skip_dump_dir>/<experiment>_<project>_GBS<g>_N<n>.pkl``
-(default dir ``/tmp/verl/rollout_dump``): a different batch size or ``rollout.n`` gets its own file.
+(``g``: ``data.train_batch_size``): a different batch size or ``rollout.n`` gets its own file. ``config`` is the
+job's typed config (``load_config("ppo_trainer")``), read as attributes.
 """
 
 from __future__ import annotations
@@ -18,30 +19,16 @@ from verl.protocol import DataProto
 
 __all__ = ["DataProto", "RolloutSkip"]
 
-DEFAULT_DUMP_DIR = "/tmp/verl/rollout_dump"
-
-
-def _get(section: Any, key: str, default: Any = None) -> Any:
-    """``section[key]`` for a dict or a config node (a missing key, or a section that is not a mapping: default)."""
-    if isinstance(section, dict) or hasattr(section, "keys"):
-        try:
-            value = section.get(key, default)
-        except Exception:
-            return default
-        return default if value is None else value
-    return default
-
 
 class RolloutSkip:
     """Loads a dumped generation batch in place of generating one (module docstring)."""
 
     def __init__(self, config: Any, rollout_wg: Any):
-        rollout, data, trainer = config.actor_rollout_ref.rollout, config.data, getattr(config, "trainer", None)
-        self.n = int(_get(rollout, "n", 1))
-        self.gbs = int(_get(data, "gen_batch_size", None) or _get(data, "train_batch_size", 0))
-        names = [_get(trainer, k, None) or _get(data, k, "") for k in ("experiment_name", "project_name")]
-        self.exp_name, self.project_name = (n if isinstance(n, str) else "" for n in names)
-        self.dumped_dir = Path(_get(rollout, "skip_dump_dir", DEFAULT_DUMP_DIR))
+        rollout, data, trainer = config.actor_rollout_ref.rollout, config.data, config.trainer
+        self.n = int(rollout.n)
+        self.gbs = int(data.train_batch_size)
+        self.exp_name, self.project_name = trainer.experiment_name, trainer.project_name
+        self.dumped_dir = Path(rollout.skip_dump_dir)
         self.dumped_dir.mkdir(parents=True, exist_ok=True)
         self._rollout_wg = rollout_wg
         print(f"[RolloutSkip] generated batches are dumped to and loaded from {self.dumped_dir.absolute()}")

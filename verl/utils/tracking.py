@@ -197,12 +197,6 @@ def _plain(config):
         return dict(config)
 
 
-def _trainer_setting(config, key: str):
-    """``config.trainer.<key>`` when the config has it (read without resolving the rest of the config)."""
-    trainer = config.get("trainer") if hasattr(config, "get") else None
-    return trainer.get(key) if hasattr(trainer, "get") else None
-
-
 def _flatten_config(tree: Mapping, prefix: str = "") -> dict:
     out = {}
     for k, v in tree.items():
@@ -222,7 +216,9 @@ class Tracking:
     write. Without it the places are verl's: ``$VERL_FILE_LOGGER_PATH`` or
     ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl`` for ``file``, ``$TENSORBOARD_DIR`` or
     ``tensorboard_log/<project>/<experiment>`` for ``tensorboard``, the working directory for the others.
-    ``console_keys``: the metrics the console line shows (all by default); ``write``: where it goes."""
+    ``console_keys``: the metrics the console line shows (all by default); ``write``: where it goes. ``config`` is
+    what the backends record; the run's names are the caller's (``trainer.project_name`` / ``experiment_name`` of a
+    job), by default ``verl`` and the log directory's name (else ``run``)."""
 
     SUPPORTED = ("console", "file", "tensorboard", "wandb", "mlflow")
     supported_backend = list(SUPPORTED)  # verl's attribute name
@@ -242,12 +238,8 @@ class Tracking:
             # the form this package used before verl's signature: Tracking(backends, log_dir, ...)
             project_name, experiment_name, default_backend, log_dir = None, None, project_name, experiment_name
         backends = [default_backend] if isinstance(default_backend, str) else list(default_backend)
-        self.project_name = project_name or _trainer_setting(config, "project_name") or "verl"
-        self.experiment_name = (
-            experiment_name
-            or _trainer_setting(config, "experiment_name")
-            or (os.path.basename(log_dir) if log_dir else "run")
-        )
+        self.project_name = project_name or "verl"
+        self.experiment_name = experiment_name or (os.path.basename(log_dir) if log_dir else "run")
         self.logger: dict[str, Any] = {}
         for name in backends:
             if name in self.logger:

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from verl.trainer.config.config import CheckpointConfig
 from verl.utils.checkpoint.checkpoint_manager import (
     BaseCheckpointManager,
     find_latest_ckpt_path,
@@ -31,7 +32,7 @@ def test_keeps_the_newest_and_never_deletes_before_the_new_one_exists(tmp_path, 
 
 
 def test_no_limit_keeps_everything_and_contents_follow_the_config(tmp_path):
-    manager = BaseCheckpointManager(None, None, checkpoint_config={"save_contents": ["model", "hf_model"]})
+    manager = BaseCheckpointManager(None, None, checkpoint_config=CheckpointConfig(save_contents=["model", "hf_model"]))
     for step in (1, 2, 3):
         _save(manager, tmp_path, step, None)
     assert len(os.listdir(tmp_path)) == 3

@@ -7,17 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl.base_config import BaseConfig
+from verl.utils.dataset.data_config import ModuleConfig
 from verl.workers.config.checkpoint import CheckpointConfig
 
 __all__ = ["CheckpointConfig", "ModuleConfig", "RewardManagerConfig"]
-
-
-@dataclass
-class ModuleConfig(BaseConfig):
-    """A class or function in a Python file (verl's custom dataset / custom reward hooks)."""
-
-    path: str | None = None  # a Python file
-    name: str | None = None  # the class or function in it
 
 
 @dataclass

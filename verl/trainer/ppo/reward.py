@@ -19,7 +19,10 @@ import torch
 from verl import core_algos
 from verl.engine.callbacks import apply_reward_hooks
 from verl.protocol import DataProto
+from verl.trainer.config.ppo_trainer import PPOTrainerConfig, RewardConfig
+from verl.utils.config import as_section
 from verl.utils.import_utils import load_extern_object
+from verl.workers.config.reward_model import RewardModelConfig
 from verl.workers.reward_manager import get_reward_manager_cls, load_custom_reward_function
 from verl.workers.reward_manager.scoring import score_positions
 
@@ -47,31 +50,36 @@ def _call_with_kwargs(fn: Callable, bound: dict[str, Any], *args: Any, **kwargs:
 
 def get_custom_reward_fn(config: Any) -> Callable | None:
     """The function named by ``custom_reward_function.path`` / ``.name`` with its ``reward_kwargs`` bound, or None
-    when no path is set (verl's function)."""
-    section = config.get("custom_reward_function") or {}
-    fn = load_custom_reward_function(section.get("path"), section.get("name") or "compute_score")
+    when no path is set (verl's function). ``config``: the job's config; a dict is read as one (`_job`)."""
+    section = _job(config).custom_reward_function
+    fn = load_custom_reward_function(section.path, section.name)
     if fn is None:
         return None
-    bound = dict(section.get("reward_kwargs") or {})
+    bound = dict(section.reward_kwargs)
     return partial(_call_with_kwargs, fn, bound) if bound else fn
+
+
+def _job(config: Any) -> Any:
+    """The job's config, typed: verl's functions here are called with the loaded config, or in ported code with a
+    dict of some of its keys (the others take the schema's defaults, derived keys following their sources)."""
+    return as_section(config, PPOTrainerConfig)
 
 
 def reward_manager_class(config: Any) -> type:
     """The manager class the config names: verl's ``reward_manager`` section (``source: register`` with ``name``,
-    or ``source: importlib`` with ``name`` and ``module.path``) or the ``reward_model.reward_manager`` name."""
-    section = config.get("reward_manager")
-    if section is not None and not isinstance(section, str) and section.get("name"):
-        source = section.get("source") or "register"
-        if source == "importlib":
-            module = section.get("module") or {}
-            if not module.get("path"):
-                raise ValueError("reward_manager.source=importlib needs reward_manager.module.path (a .py file)")
-            return load_extern_object(module.get("path"), section.get("name"))
-        if source != "register":
-            raise ValueError(f"reward_manager.source={source!r}: use register or importlib")
-        return get_reward_manager_cls(section.get("name"))
-    name = section if isinstance(section, str) else (config.get("reward_model") or {}).get("reward_manager")
-    return get_reward_manager_cls(name or "naive")
+    which follows ``reward_model.reward_manager``, or ``source: importlib`` with ``name`` and ``module.path``)."""
+    section = _job(config).reward_manager
+    if section.source == "importlib":
+        if not section.module.path:
+            raise ValueError("reward_manager.source=importlib needs reward_manager.module.path (a .py file)")
+        return load_extern_object(section.module.path, section.name)
+    if section.source != "register":
+        raise ValueError(f"reward_manager.source={section.source!r}: use register or importlib")
+    return get_reward_manager_cls(section.name)
+
+
+# the schema's defaults of the two sections that spell the same settings: a value equal to its default is not set
+_NEWER, _OLDER = RewardConfig(), RewardModelConfig()
 
 
 def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
@@ -79,35 +87,46 @@ def manager_settings(config: Any, manager_cls: type) -> dict[str, Any]:
     and ``num_workers`` when the class accepts them, and with ``reward_model.sandbox_fusion.url`` set the scorer
     arguments verl binds to its default scorer (``sandbox_fusion_url``, a ``concurrent_semaphore`` of
     ``max_concurrent``, ``memory_limit_mb``: code data sources then run their cases on that service)."""
-    section = config.get("reward_model") or {}
+    config = _job(config)
+    newer, older = (
+        config.reward,
+        config.reward_model,
+    )  # newer verl spells these reward.num_workers, reward.sandbox_fusion.*
     accepted = inspect.signature(manager_cls.__init__).parameters
-    settings = {key: section.get(key) for key in ("error_score", "num_workers") if key in accepted}
-    newer = config.get("reward") or {}  # newer verl spells these reward.num_workers, reward.sandbox_fusion.*
-    if "num_workers" in settings:  # reward.num_workers is null unless set
-        settings["num_workers"] = _one_value(newer, section, "num_workers", None, 1)
+    settings: dict[str, Any] = {}
+    if "error_score" in accepted:
+        settings["error_score"] = older.error_score
+    if "num_workers" in accepted:  # reward.num_workers is null unless set
+        settings["num_workers"] = _one_value(
+            "num_workers", newer.num_workers, older.num_workers, _NEWER.num_workers, _OLDER.num_workers
+        )
     settings = {key: value for key, value in settings.items() if value is not None}
-    fusion = dict(section.get("sandbox_fusion") or {})
-    for key, default in (("url", None), ("max_concurrent", 64), ("memory_limit_mb", 1024)):
-        newer_fusion = newer.get("sandbox_fusion") or {}
-        fusion[key] = _one_value(newer_fusion, fusion, key, default, default, "sandbox_fusion.")
-    if fusion.get("url"):
+    new_fusion, old_fusion, default = newer.sandbox_fusion, older.sandbox_fusion, _OLDER.sandbox_fusion
+    url, max_concurrent, memory_limit_mb = (
+        _one_value(f"sandbox_fusion.{key}", new, old, fallback, fallback)
+        for key, new, old, fallback in (
+            ("url", new_fusion.url, old_fusion.url, default.url),
+            ("max_concurrent", new_fusion.max_concurrent, old_fusion.max_concurrent, default.max_concurrent),
+            ("memory_limit_mb", new_fusion.memory_limit_mb, old_fusion.memory_limit_mb, default.memory_limit_mb),
+        )
+    )
+    if url:
         import threading
 
         settings.update(
-            sandbox_fusion_url=fusion["url"],
-            concurrent_semaphore=threading.Semaphore(fusion.get("max_concurrent", 64)),
-            memory_limit_mb=fusion.get("memory_limit_mb", 1024),
+            sandbox_fusion_url=url,
+            concurrent_semaphore=threading.Semaphore(max_concurrent),
+            memory_limit_mb=memory_limit_mb,
         )
     return settings
 
 
-def _one_value(newer: Any, older: Any, key: str, new_default: Any, old_default: Any, prefix: str = "") -> Any:
-    """``reward.<prefix><key>`` where it is set (not its default), else ``reward_model.<prefix><key>``; both set to
-    different values is an error naming them."""
-    new, old = newer.get(key, new_default), older.get(key, old_default)
+def _one_value(key: str, new: Any, old: Any, new_default: Any, old_default: Any) -> Any:
+    """``reward.<key>`` where it is set (not its default), else ``reward_model.<key>``; both set to different values
+    is an error naming them."""
     if new != new_default and old != old_default and new != old:
         raise ValueError(
-            f"reward.{prefix}{key}={new!r} and reward_model.{prefix}{key}={old!r} disagree: they are one setting "
+            f"reward.{key}={new!r} and reward_model.{key}={old!r} disagree: they are one setting "
             "(newer verl spells it reward.*); set one of them"
         )
     return new if new != new_default else old
@@ -117,6 +136,7 @@ def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_
     """The reward manager a config asks for (verl's function): its class by `reward_manager_class`, its scoring
     function the custom one (`get_custom_reward_fn`) or the default scorer, ``reward_fn_key`` from ``data`` and
     ``reward_kwargs`` passed to the manager, with `manager_settings` where ``reward_kwargs`` does not set them."""
+    config = _job(config)
     cls = reward_manager_class(config)
     compute_score = get_custom_reward_fn(config)
     if compute_score is None:
@@ -128,7 +148,7 @@ def load_reward_manager(config: Any, tokenizer: Any, num_examine: int, **reward_
         tokenizer=tokenizer,
         num_examine=num_examine,
         compute_score=compute_score,
-        reward_fn_key=(config.get("data") or {}).get("reward_fn_key", "data_source"),
+        reward_fn_key=config.data.reward_fn_key,
         **kwargs,
     )
 

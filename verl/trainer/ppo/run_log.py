@@ -48,9 +48,11 @@ class RunLog:
             self._rewound = True
             self._rewind(step)
         if self._tracking is None:
-            loggers = self.config.trainer.logger
+            t = self.config.trainer
             self._tracking = Tracking(
-                default_backend=loggers,
+                project_name=t.project_name,
+                experiment_name=t.experiment_name,
+                default_backend=t.logger,
                 config=self.config,
                 log_dir=self.run_dir,
                 console_keys=CONSOLE_KEYS,

@@ -26,20 +26,15 @@ import torch
 __all__ = ["BaseCheckpointManager", "find_latest_ckpt_path", "get_checkpoint_tracker_filename", "should_save_ckpt_esi"]
 
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
+# what a manager built without a checkpoint section saves and loads (verl's class); with one, the section says
 DEFAULT_CONTENTS = ("model", "optimizer", "extra")
-
-
-def _setting(config: Any, key: str, default: Any) -> Any:
-    if config is None:
-        return default
-    value = config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
-    return default if value is None else value
 
 
 class BaseCheckpointManager:
     """What a checkpoint holds (``checkpoint_config.save_contents`` / ``load_contents``: any of ``model``,
     ``optimizer``, ``extra``, ``hf_model``; default model, optimizer and extra) and which ones are kept
-    (module docstring). ``previous_saved_paths`` lists this run's checkpoints, oldest first."""
+    (module docstring). ``checkpoint_config``: the role's typed ``checkpoint`` section (``CheckpointConfig``), read
+    as attributes. ``previous_saved_paths`` lists this run's checkpoints, oldest first."""
 
     def __init__(
         self,
@@ -54,8 +49,9 @@ class BaseCheckpointManager:
         self.lr_scheduler = lr_scheduler
         self.processing_class = processing_class
         self.checkpoint_config = checkpoint_config
-        self.checkpoint_save_contents = list(_setting(checkpoint_config, "save_contents", DEFAULT_CONTENTS))
-        self.checkpoint_load_contents = list(_setting(checkpoint_config, "load_contents", DEFAULT_CONTENTS))
+        given = checkpoint_config is not None
+        self.checkpoint_save_contents = list(checkpoint_config.save_contents if given else DEFAULT_CONTENTS)
+        self.checkpoint_load_contents = list(checkpoint_config.load_contents if given else DEFAULT_CONTENTS)
         self.previous_global_step: int | None = None
         self.previous_saved_paths: list[str] = []
         dist = torch.distributed

@@ -10,6 +10,8 @@ import numpy as np
 import torch
 
 from verl.protocol import DataProto, to_object_array
+from verl.utils.config import as_section
+from verl.utils.dataset.data_config import RLDataConfig
 from verl.utils.dataset.parquet import get_nested, prompt_to_messages, read_parquet_rows, render_prompt
 from verl.utils.ppo_config import uses_agent_loop
 
@@ -26,7 +28,8 @@ class RLHFDataset(torch.utils.data.Dataset):
     ``raw_prompt`` with ``return_raw_chat``, and ``agent_name`` when the row has one (the agent loop it runs).
 
     verl's construction ``RLHFDataset(data_files=, tokenizer=, config=<data section>, processor=, max_samples=)``
-    reads the settings below from the ``data`` section.
+    reads the settings below from the ``data`` section (`RLDataConfig`; a dict or untyped ``DictConfig`` is converted
+    to one, its missing keys taking the schema's defaults) instead of the keyword arguments.
 
     ``max_samples`` > 0 keeps that many rows (verl's ``data.train_max_samples`` / ``val_max_samples``): the first ones,
     or a random subset drawn with ``sample_seed`` when given.
@@ -54,15 +57,13 @@ class RLHFDataset(torch.utils.data.Dataset):
     ):
         if config is None and not isinstance(prompt_key, str):  # verl's positional (data_files, tokenizer, config)
             config, prompt_key = prompt_key, "prompt"
-        if config is not None:  # verl's construction: the settings come from the data section
-            prompt_key = config.get("prompt_key", prompt_key)
-            max_prompt_length = config.get("max_prompt_length", max_prompt_length)
-            filter_overlong_prompts = config.get("filter_overlong_prompts", filter_overlong_prompts)
-            truncation = config.get("truncation", truncation)
-            return_raw_chat = config.get("return_raw_chat", return_raw_chat)
-            reward_fn_key = config.get("reward_fn_key", reward_fn_key)
-            if config.get("shuffle", False) and sample_seed is None:
-                sample_seed = config.get("seed", None)
+        if config is not None:  # verl's construction: the settings come from the data section, typed once
+            data = as_section(config, RLDataConfig)  # a dict's missing keys: the schema's defaults
+            prompt_key, max_prompt_length, truncation = data.prompt_key, data.max_prompt_length, data.truncation
+            filter_overlong_prompts, return_raw_chat = data.filter_overlong_prompts, data.return_raw_chat
+            reward_fn_key = data.reward_fn_key
+            if data.shuffle and sample_seed is None:
+                sample_seed = data.seed
         self.processor = processor  # multimodal processors are not used: prompts are text
         if truncation not in ("error", "left", "right"):
             raise ValueError(f"data.truncation={truncation!r}: use error, left or right")

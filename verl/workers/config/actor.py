@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from verl.base_config import BaseConfig
+from verl.utils.config import as_section
 from verl.utils.profiler.config import ProfilerConfig
 from verl.workers.config.checkpoint import CheckpointConfig
 from verl.workers.config.engine import FSDPEngineConfig, McoreEngineConfig
+from verl.workers.config.model import HFModelConfig
 from verl.workers.config.optimizer import FSDPOptimizerConfig, McoreOptimizerConfig
+from verl.workers.config.rollout_correction import RolloutCorrectionConfig
 
 __all__ = [
     "ActorConfig",
@@ -75,6 +79,13 @@ class PolicyLossConfig(BaseConfig):
     # bypass_mode: algorithm.rollout_correction, copied here by the trainer when its bypass_mode is on (leave null)
     rollout_correction: Any = None
 
+    def __post_init__(self) -> None:
+        # the trainer copies the section in as a dict (a free-form key of the job config): the bypass loss reads it
+        # typed, so it becomes a RolloutCorrectionConfig here, once, before the section is frozen for readers
+        if isinstance(self.rollout_correction, Mapping):
+            section = as_section(self.rollout_correction, RolloutCorrectionConfig)
+            object.__setattr__(self, "rollout_correction", section)
+
 
 @dataclass
 class TrustRegionConfig(BaseConfig):
@@ -86,7 +97,8 @@ class TrustRegionConfig(BaseConfig):
     fast as the KL allows: Adam's first steps are its largest). Needs more than one mini-batch per step or
     ppo_epochs > 1 (the first mini-batch is on-policy); ``actor/policy_drift_kl`` is logged either way."""
 
-    enable: bool = False  # ours (verl has no trust region): off keeps verl's fixed rate; the quickstart recipe turns it on
+    # off: verl's fixed learning rate (verl has no trust region); the quickstart recipe turns it on
+    enable: bool = False
     target_kl: float = 0.0005  # the drift, KL(pi_old || pi_theta) per response token, a mini-batch step should reach
     early_stop_ratio: float = 4.0  # skip the step's remaining mini-batches past this x target_kl (0: never)
     adapt_lr: bool = True  # steer the learning rate toward target_kl (false: only the early stop)
@@ -144,10 +156,10 @@ class ActorConfig(BaseConfig):
     skip_old_log_prob_on_policy: bool = True  # one epoch, one mini-batch: old_log_probs = current ones (no extra pass)
     ppo_epochs: int = 1  # passes over each batch of responses
     shuffle: bool = False  # shuffle rows before cutting mini-batches (seeded by the step)
-    clip_ratio: float = 0.2  # PPO clip epsilon; clip_ratio_low/high default to it
+    clip_ratio: float = 0.2  # PPO clip epsilon: the losses read clip_ratio_low/high (a dict without them: this)
     clip_ratio_low: float = 0.2  # ratio lower bound 1 - clip_ratio_low
     clip_ratio_high: float = 0.2  # DAPO clip-higher: 0.28
-    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
+    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages (dppo_*: the ratio's truncation cap)
     # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm (Dr. GRPO: / (G L))
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0  # entropy bonus weight in the actor loss
@@ -181,6 +193,24 @@ class ActorConfig(BaseConfig):
     data_loader_seed: int = 42  # no effect: mini-batch shuffles are seeded by the step (trainer.seed seeds the run)
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)  # profiling: not wired (enable=true warns)
     router_replay: RouterReplayConfig = field(default_factory=RouterReplayConfig)  # MoE router replay
+    # (runtime) verl's engine fills it per micro-batch for the policy losses' global normalisation (dp_size,
+    # batch_num_tokens, global_batch_size, loss_scale_factor); this worker weights micro-batches itself: leave empty
+    global_batch_info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ported_layout(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """A dict config as the policy losses once read it: the ``policy_loss`` options may sit at the top level,
+        and an absent (or null) ``clip_ratio_low`` / ``clip_ratio_high`` follows ``clip_ratio``."""
+        data = dict(data)
+        loss_keys = {f.name for f in fields(PolicyLossConfig)} & data.keys()
+        if loss_keys:
+            nested = dict(data.get("policy_loss") or {})
+            data["policy_loss"] = {**{key: data.pop(key) for key in loss_keys}, **nested}
+        if data.get("clip_ratio") is not None:
+            for key in ("clip_ratio_low", "clip_ratio_high"):
+                if data.get(key) is None:
+                    data[key] = data["clip_ratio"]
+        return data
 
     def __post_init__(self) -> None:
         check_loss_agg_mode("actor", self.loss_agg_mode)
@@ -233,7 +263,8 @@ class FSDPActorConfig(ActorConfig):
     def validate(self, n_gpus: int, train_batch_size: int, model_config: dict | None = None) -> None:
         super().validate(n_gpus, train_batch_size, model_config)
         if self.ulysses_sequence_parallel_size > 1 and model_config is not None:
-            if not model_config.get("use_remove_padding", False):
+            # verl passes actor_rollout_ref.model as a dict: read it as the model section
+            if not as_section(model_config, HFModelConfig).use_remove_padding:
                 raise ValueError(
                     "actor.ulysses_sequence_parallel_size > 1: you must enable `use_remove_padding` "
                     "(actor_rollout_ref.model.use_remove_padding=true) for sequence parallelism"

@@ -35,7 +35,9 @@ class CriticConfig(BaseConfig):
     enable_resource_pool: bool = False  # ray: the critic on its own processes (else colocated with the actor)
     nnodes: int = 1  # with enable_resource_pool: the critic's own nodes
     n_gpus_per_node: int = 1  # with enable_resource_pool: the critic's processes per node
-    optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-5))  # the critic's AdamW (value head and body)
+    optim: FSDPOptimizerConfig = field(
+        default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-5)
+    )  # the critic's AdamW (value head and body)
     ppo_mini_batch_size: int = 16  # prompts per critic optimizer step
     # responses per forward/backward (null: only with the deprecated ppo_micro_batch_size)
     ppo_micro_batch_size_per_gpu: int | None = 128

@@ -31,6 +31,9 @@ class OverlongBufferConfig(BaseConfig):
     enable: bool = False  # penalise responses in the last `len` tokens before max_response_length
     len: int = 8  # the buffer: the penalty grows linearly over these last tokens
     penalty_factor: float = 1.0  # the penalty at max_response_length
+    # reward_manager=dapo given this section as its overlong_buffer_cfg (verl's recipe): log the penalty in the
+    # reward's extra info (overlong_reward, overlong); no effect on the trainer's own penalty
+    log: bool = False
 
 
 @dataclass

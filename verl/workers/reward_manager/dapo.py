@@ -15,6 +15,8 @@ import torch
 
 from verl import core_algos
 from verl.protocol import DataProto
+from verl.utils.config import as_section
+from verl.workers.config.reward_model import OverlongBufferConfig
 from verl.workers.reward_manager.abstract import AbstractRewardManager
 from verl.workers.reward_manager.registry import register
 from verl.workers.reward_manager.scoring import (
@@ -31,10 +33,6 @@ from verl.workers.reward_manager.scoring import (
 __all__ = ["DAPORewardManager"]
 
 
-def _setting(cfg: Any, key: str, default: Any = None) -> Any:
-    return cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
-
-
 @register("dapo")
 class DAPORewardManager(AbstractRewardManager):
     """Scores each response with ``compute_score(data_source, solution_str, ground_truth, extra_info)`` (the
@@ -42,7 +40,8 @@ class DAPORewardManager(AbstractRewardManager):
 
         penalty = min(0, -(|y| - (max_resp_len - len)) / len * penalty_factor)
 
-    for a response of |y| tokens (``len`` and ``penalty_factor`` from ``overlong_buffer_cfg``). With
+    for a response of |y| tokens (``len`` and ``penalty_factor`` from ``overlong_buffer_cfg``: an
+    `OverlongBufferConfig`, or a dict of its keys, the others taking its defaults). With
     ``overlong_buffer_cfg.log`` the extra info gets ``overlong_reward`` and ``overlong`` (penalised or not). A plain
     number result is also reported as ``acc``. Failures follow `verl.workers.reward_manager.scoring`."""
 
@@ -64,22 +63,25 @@ class DAPORewardManager(AbstractRewardManager):
         self.compute_score = compute_score or default_compute_score
         self.reward_fn_key = reward_fn_key
         self.max_resp_len = max_resp_len
-        self.overlong_buffer_cfg = overlong_buffer_cfg
+        # verl's recipe passes its reward_model.overlong_buffer section; a dict (reward_kwargs) is typed here, once
+        self.overlong_buffer_cfg = (
+            as_section(overlong_buffer_cfg, OverlongBufferConfig) if overlong_buffer_cfg is not None else None
+        )
         self.reward_kwargs = reward_kwargs
         self.guard = ScoreGuard(error_score)
-        if overlong_buffer_cfg is not None and _setting(overlong_buffer_cfg, "enable", False):
-            buffer_len = _setting(overlong_buffer_cfg, "len")
+        if self._overlong_on:
+            buffer_len = self.overlong_buffer_cfg.len
             if max_resp_len is None:
                 raise ValueError(
                     "reward_manager=dapo with overlong_buffer_cfg.enable needs max_resp_len (the rollout's "
                     "response_length): pass it in reward_model.reward_kwargs"
                 )
-            if buffer_len is None or not 0 < buffer_len <= max_resp_len:
+            if not 0 < buffer_len <= max_resp_len:
                 raise ValueError(f"overlong_buffer_cfg.len={buffer_len} must be in (0, max_resp_len={max_resp_len}]")
 
     @property
     def _overlong_on(self) -> bool:
-        return self.overlong_buffer_cfg is not None and bool(_setting(self.overlong_buffer_cfg, "enable", False))
+        return self.overlong_buffer_cfg is not None and bool(self.overlong_buffer_cfg.enable)
 
     def __call__(self, data: DataProto, return_dict: bool = False) -> torch.Tensor | dict[str, Any]:
         precomputed = self._extract_reward_from_rm_scores(data, return_dict)
@@ -91,7 +93,7 @@ class DAPORewardManager(AbstractRewardManager):
         if self._overlong_on:
             cfg = self.overlong_buffer_cfg
             penalties = core_algos.compute_overlong_penalty(
-                lengths, self.max_resp_len, _setting(cfg, "len"), _setting(cfg, "penalty_factor", 1.0)
+                lengths, self.max_resp_len, cfg.len, cfg.penalty_factor
             ).tolist()
         scores, per_sample, errors = [], [], 0
         shown: dict[Any, int] = defaultdict(int)
@@ -111,7 +113,7 @@ class DAPORewardManager(AbstractRewardManager):
                 fields = {**fields, "acc": score}
             if self._overlong_on:
                 score += penalties[i]
-                if _setting(self.overlong_buffer_cfg, "log", False):
+                if self.overlong_buffer_cfg.log:
                     fields = {**fields, "overlong_reward": penalties[i], "overlong": penalties[i] < 0}
             errors += failed
             scores.append(score)

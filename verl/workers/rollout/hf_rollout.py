@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 
 from verl.protocol import DataProto
-from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.config import as_section
 from verl.utils.forward import forward_signature, output_cache
 from verl.utils.torch_dtypes import autocast_context
 from verl.workers.config import RolloutConfig
@@ -72,17 +72,13 @@ __all__ = ["HFRollout", "filter_logits", "keyed_uniform", "sample_inverse_cdf"]
 
 
 def _as_rollout_config(config: RolloutConfig | Mapping | None) -> tuple[RolloutConfig, bool]:
-    """``config`` as a `RolloutConfig` (a mapping's missing keys take the schema's defaults), and whether it sets
-    ``response_length`` (a bare mapping may leave it to each call's ``meta_info``)."""
+    """``config`` as a `RolloutConfig` (`as_section`: a mapping's missing keys, and its nulls where the schema has
+    no null, take the schema's defaults), and whether it sets ``response_length`` (a bare mapping may leave it to
+    each call's ``meta_info``)."""
     if isinstance(config, RolloutConfig):
         return config, True
-    config = config if config is not None else {}
-    given = config.get("response_length") is not None
-    values = {k: v for k, v in dict(config).items() if v is not None or k in _NULLABLE}
-    return omega_conf_to_dataclass(values, RolloutConfig), given
-
-
-_NULLABLE = ("micro_batch_size", "max_model_len", "log_prob_micro_batch_size")
+    raw = dict(config or {})  # a plain dict: as_section builds the dataclass from it (not a DictConfig view)
+    return as_section(raw, RolloutConfig), raw.get("response_length") is not None
 
 
 class HFRollout(BatchedGenerate, BaseRollout):
