@@ -68,6 +68,7 @@ class SleepAgent(ToolAgentLoop):
 
 def build(args) -> tuple[Any, Any, Any]:
     overrides = [
+        "recipe=quickstart",  # the built-in task's sizes, whichever model is measured
         f"actor_rollout_ref.model.path={args.model}",
         "actor_rollout_ref.rollout.mode=async",
         "actor_rollout_ref.rollout.agent.default_agent_loop=benchmark_sleep_agent",

@@ -486,6 +486,7 @@ def child_ours(spec: dict) -> dict:
     task = SuiteTask(**spec["task"])
     train, _ = task.files()
     overrides = [
+        "recipe=quickstart",  # main_ppo's built-in settings, on this task's model and data
         f"actor_rollout_ref.model.path={spec['model']}",
         f"data.train_files={train}",
         f"data.val_files={selection_file(task, spec['out'])}",  # the trainer's own validation never sees the scored rows

@@ -67,7 +67,11 @@ def measure(model_dir: str, lora_rank: int) -> dict:
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
     torch.manual_seed(0)
-    overrides = [f"actor_rollout_ref.model.path={model_dir}", "actor_rollout_ref.actor.use_kl_loss=true"]
+    overrides = [
+        "recipe=quickstart",
+        f"actor_rollout_ref.model.path={model_dir}",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+    ]
     overrides += [f"actor_rollout_ref.model.lora_rank={lora_rank}", "actor_rollout_ref.model.lora_alpha=32"]
     config = load_config("ppo_trainer", overrides)
     before = _status_bytes("VmRSS")

@@ -125,7 +125,7 @@ def build_model(name: str, cache: str) -> str:
 
 
 def overrides(name: str, model_dir: str) -> list[str]:
-    extra = [f"actor_rollout_ref.model.path={model_dir}"]
+    extra = ["recipe=quickstart", f"actor_rollout_ref.model.path={model_dir}"]  # the tuned sizes, a model of its own
     if "algorithm.adv_estimator=gae" in CONFIGS[name][1]:
         extra.append(f"critic.model.path={model_dir}")
     return [*COMMON, *CONFIGS[name][1], *extra]

@@ -164,6 +164,8 @@ def child_verl(a: argparse.Namespace, paths: dict[str, str], overrides: list[str
     bsz = a.prompts_per_step
     run_dir = tempfile.mkdtemp(prefix="verl-bench-")
     args = [
+        "recipe=quickstart",  # the built-in settings; the rate below stays fixed, as TRL's
+        "actor_rollout_ref.actor.trust_region.enable=false",
         f"actor_rollout_ref.model.path={paths['model']}",
         f"data.train_files=[{paths['prompts']}]",
         f"data.val_files=[{paths['prompts']}]",

@@ -22,11 +22,11 @@ def test_budget_scales_with_the_machine_and_can_be_turned_off(monkeypatch):
     assert tiers.budget_s(speed=2.0) == 15.0
 
 
-def test_heavy_modules_are_found_by_what_they_start():
-    assert tiers.heavy_group("import ray\n\ndef test_x():\n    ray.init()\n") == "ray-vllm"
+def test_heavy_tests_are_found_by_what_they_name():
+    assert tiers.heavy_group("def test_x():\n    ray.init()\n") == "ray-vllm"
     assert tiers.heavy_group("cfg = 'actor_rollout_ref.rollout.name=vllm'\n") == "ray-vllm"
-    assert tiers.heavy_group("trainer.backend=ray\n") == "ray-vllm"
-    assert tiers.heavy_group("def test_math():\n    assert 1 + 1 == 2\n") is None
+    assert tiers.heavy_group("def test_y(ray_cluster): ...") == "ray-vllm"  # a fixture that starts Ray
+    assert tiers.heavy_group("def test_math():\n    assert array_sum([1]) == 1\n") is None
 
 
 CONFTEST = """

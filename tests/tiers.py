@@ -15,6 +15,7 @@ after another on one worker and never fight over ports, /dev/shm or the cores th
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import time
@@ -29,9 +30,8 @@ BUDGET_ENV = "VERL_FAST_TEST_BUDGET_S"
 SPEED_ENV = "VERL_TEST_SPEED"  # a fixed slowdown factor instead of the measured one
 # The reference workload's best time on a quiet 2-core AMD EPYC with AVX-512 (one thread).
 REFERENCE_S = 0.012
-HEAVY = re.compile(
-    r"^\s*(import ray|from ray|import vllm|from vllm)\b|ray\.init\(|backend=ray|rollout\.name=vllm", re.M
-)
+# a test whose source, parameters or fixtures name Ray or vLLM (ray, ray_cluster, vllm_engine, trainer.backend=ray)
+HEAVY = re.compile(r"\b(ray|vllm)", re.I)
 
 
 def _reference_workload() -> float:
@@ -103,18 +103,24 @@ def check_budget(item: pytest.Item):
 _SETUP_S = pytest.StashKey[float]()
 
 
+def heavy_group(text: str) -> str | None:
+    """The xdist group of a test whose text names Ray or vLLM (one group for both: they share /dev/shm and ports)."""
+    return "ray-vllm" if HEAVY.search(text) else None
+
+
 @functools.cache
-def _module_group(path: str) -> str | None:
-    return heavy_group(Path(path).read_text())
-
-
-def heavy_group(source: str) -> str | None:
-    """The xdist group of a test module that starts Ray or vLLM (one group for both: they share /dev/shm)."""
-    return "ray-vllm" if HEAVY.search(source) else None
+def _source(function: object) -> str:
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
 
 
 def group_heavy_tests(items: list[pytest.Item]) -> None:
+    """Puts each test that may start Ray or vLLM into one xdist group. Judged per test (its source, parameters and
+    fixture names, its path), not per module, so the fast tests of a module that also has a Ray test still spread out."""
     for item in items:
-        group = _module_group(str(item.path))
+        text = " ".join([_source(getattr(item, "function", None)), item.nodeid, *getattr(item, "fixturenames", ())])
+        group = heavy_group(text)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(name=group))

@@ -14,6 +14,7 @@ python -m verl.trainer.main_ppo \
     actor_rollout_ref.rollout.n=4 \
     actor_rollout_ref.actor.ppo_mini_batch_size=8 \
     actor_rollout_ref.actor.optim.lr=0.3 \
+    actor_rollout_ref.actor.trust_region.enable=false \
     trainer.total_training_steps=3 \
     trainer.test_freq=1 \
     trainer.save_freq=-1 \

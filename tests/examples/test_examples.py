@@ -96,7 +96,7 @@ def test_lr_plateau_example(tmp_path):
     out = subprocess.run(
         ["bash", os.path.join(ROOT, "examples", "grpo_trainer", "run_lr_plateau.sh"),
          f"trainer.default_local_dir={tmp_path}", "trainer.logger=[console,file]", "actor_rollout_ref.actor.optim.lr=0.3",
-         "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+         "actor_rollout_ref.actor.trust_region.enable=false", "data.train_batch_size=8", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
          "data.val_files=builtin://arithmetic/test?ops=-&size=32", "trainer.total_training_steps=3",
          "trainer.test_freq=1", "trainer.lr_plateau.patience=1", "trainer.lr_plateau.min_scale=0.01",
          "trainer.collapse_guard.val_drop=1.0"],

@@ -21,6 +21,7 @@ def test_a_run_too_large_for_the_device_stops_before_reading_a_model(tmp_path):
     config = load_config(
         "ppo_trainer",
         [
+            "recipe=quickstart",
             f"actor_rollout_ref.model.path={model}",
             "trainer.check_memory=true",
             "data.train_batch_size=64",

@@ -36,7 +36,8 @@ SMALL = [
 
 
 def small_config(tmp_path, *extra: str):
-    return load_config("ppo_trainer", [*SMALL, f"trainer.default_local_dir={tmp_path}", *extra])
+    # the built-in task's tuned settings, also where a test brings data files of its own
+    return load_config("ppo_trainer", ["recipe=quickstart", *SMALL, f"trainer.default_local_dir={tmp_path}", *extra])
 
 
 def numeric(history: dict, step: int) -> dict[str, float]:

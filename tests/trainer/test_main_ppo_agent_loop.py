@@ -40,6 +40,7 @@ def agent_config(tmp_path, *extra: str):
     return load_config(
         "ppo_trainer",
         [
+            "recipe=quickstart",
             f"data.train_files={agent_rows(tmp_path, 'builtin://arithmetic/train?train_size=32', 'train')}",
             f"data.val_files={agent_rows(tmp_path, 'builtin://arithmetic/test?test_size=8', 'val')}",
             "data.train_batch_size=4",

@@ -19,6 +19,7 @@ from verl.utils.config import load_config
 pytestmark = pytest.mark.slow
 
 TINY = [
+    "recipe=quickstart",  # the built-in task's settings, also for the trial whose data file does not exist
     "data.train_files=builtin://arithmetic/train?train_size=64",
     "data.val_files=builtin://arithmetic/test?test_size=8",
     "data.train_batch_size=4",

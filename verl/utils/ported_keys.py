@@ -391,8 +391,8 @@ def warn_ported_keys(config: DictConfig) -> list[str]:
     if trainer.total_training_steps and trainer.total_epochs != _default("trainer.total_epochs"):
         messages.append(
             f"trainer.total_epochs={trainer.total_epochs} is not used: trainer.total_training_steps="
-            f"{trainer.total_training_steps} sets the run length (this version's default is 200 steps; verl's is "
-            "null). Set trainer.total_training_steps=null to count epochs"
+            f"{trainer.total_training_steps} sets the run length (as in verl; the quickstart recipe sets 200 steps). "
+            "Set trainer.total_training_steps=null to count epochs"
         )
     for message in messages:
         logger.warning(message)

@@ -74,7 +74,10 @@ def test_a_data_source_without_a_scorer_fails_at_data_load_naming_it(tmp_path):
     ]
     path = tmp_path / "train.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    config = load_config("ppo_trainer", [f"data.train_files={path}", f"trainer.default_local_dir={tmp_path / 'run'}"])
+    config = load_config(
+        "ppo_trainer",
+        ["recipe=quickstart", f"data.train_files={path}", f"trainer.default_local_dir={tmp_path / 'run'}"],
+    )
     with pytest.raises(ConfigError, match=r"data\.train_files: data_source values \['my_task'\]") as e:
         build_trainer(config)
     assert "custom_reward_function.path" in str(e.value) and "arithmetic" in str(e.value)
@@ -82,8 +85,8 @@ def test_a_data_source_without_a_scorer_fails_at_data_load_naming_it(tmp_path):
     reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
     config = load_config(
         "ppo_trainer",
-        [f"data.train_files={path}", f"custom_reward_function.path={reward}", f"trainer.default_local_dir={tmp_path / 'b'}",
-         "trainer.total_training_steps=0"],
+        ["recipe=quickstart", f"data.train_files={path}", f"custom_reward_function.path={reward}",
+         f"trainer.default_local_dir={tmp_path / 'b'}", "trainer.total_training_steps=0"],
     )  # fmt: skip
     from verl.trainer.ppo.choices import check_data_sources
     from verl.utils.dataset.rl_dataset import RLHFDataset

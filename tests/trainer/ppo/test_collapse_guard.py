@@ -72,6 +72,7 @@ SMALL = [
     "actor_rollout_ref.rollout.n=4",
     "actor_rollout_ref.actor.ppo_mini_batch_size=8",
     "actor_rollout_ref.actor.optim.lr=0.3",  # far too large: the policy is destroyed in a step or two
+    "actor_rollout_ref.actor.trust_region.enable=false",  # a fixed rate (the built-in task's recipe steers it)
     "trainer.total_training_steps=3",
     "trainer.test_freq=1",
     "trainer.save_freq=-1",

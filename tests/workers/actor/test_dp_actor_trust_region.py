@@ -110,18 +110,18 @@ def test_multiplier_scales_the_step_on_top_of_the_schedule(model, data):
     assert opt.param_groups[0]["lr"] == 5e-3  # (the actor restores the scheduled rate after its scaled step)
 
 
-def test_auto_is_on_at_the_default_learning_rate_and_off_at_a_scripts_own():
+def test_off_under_verl_defaults_and_on_in_the_quickstart_recipe():
     from verl.utils.config import load_config, omega_conf_to_dataclass
     from verl.workers.config import FSDPActorConfig, trust_region_enabled
 
     def built(*overrides):
         section = load_config("ppo_trainer", list(overrides)).actor_rollout_ref.actor
-        assert section.trust_region.enable in (None, True, False)  # the tree keeps null: auto
         return trust_region_enabled(omega_conf_to_dataclass(section, FSDPActorConfig))
 
-    assert built() is True
-    assert built("actor_rollout_ref.actor.optim.lr=1e-6") is False  # a verl script's rate: verl's behaviour
-    assert built("actor_rollout_ref.actor.optim.lr=1e-6", "actor_rollout_ref.actor.trust_region.enable=true") is True
+    assert built() is True  # the bare job: the quickstart recipe
+    assert built("recipe=none") is False  # verl's fixed rate
+    assert built("actor_rollout_ref.model.path=/models/mine") is False  # a run of one's own: verl's defaults
+    assert built("actor_rollout_ref.model.path=/models/mine", "actor_rollout_ref.actor.trust_region.enable=true")
     assert built("actor_rollout_ref.actor.trust_region.enable=false") is False
 
 

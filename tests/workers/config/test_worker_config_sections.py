@@ -64,7 +64,7 @@ def test_actor_validate_against_the_run():
         config.validate(n_gpus=1, train_batch_size=4)
     with pytest.raises(ValueError, match="must be >= n_gpus \\(4\\)"):
         config.validate(n_gpus=4, train_batch_size=8)
-    sp = FSDPActorConfig(ulysses_sequence_parallel_size=2)
+    sp = FSDPActorConfig(ulysses_sequence_parallel_size=2, ppo_mini_batch_size=16)
     with pytest.raises(ValueError, match="use_remove_padding"):
         sp.validate(n_gpus=2, train_batch_size=16, model_config={"use_remove_padding": False})
 

@@ -247,6 +247,7 @@ JOB = [
     "actor_rollout_ref.rollout.n=2",
     "actor_rollout_ref.actor.ppo_mini_batch_size=4",
     "actor_rollout_ref.actor.optim.lr=1e-3",
+    "actor_rollout_ref.actor.trust_region.enable=false",  # the rate as given: updates big enough to tell apart
     "trainer.test_freq=-1",
     "trainer.val_before_train=false",
     "trainer.save_freq=2",
