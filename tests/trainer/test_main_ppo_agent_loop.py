@@ -10,6 +10,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from verl.data.tasks import resolve_data_files
 from verl.engine import StepCallback
@@ -64,6 +65,7 @@ def agent_config(tmp_path, *extra: str):
     )
 
 
+@pytest.mark.slow
 def test_two_steps_through_the_agent_loop_with_the_calculator(tmp_path):
     result = run_ppo(agent_config(tmp_path))
     h = result["history"]
@@ -98,6 +100,7 @@ def without_wall_clock(history: dict, step: int) -> dict[str, float]:
     return {k: v for k, points in history.items() if not k.startswith(skip) for s, v in points if s == step}
 
 
+@pytest.mark.slow
 def test_same_seed_same_run_and_a_resumed_run_gives_the_uninterrupted_next_step(tmp_path):
     """The agent loop's seeds come from the run's Python RNG (seeded by trainer.seed, saved in checkpoints): a second
     run repeats the first bit for bit, and a run resumed after step 1 takes the uninterrupted run's step 2."""

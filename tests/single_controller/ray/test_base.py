@@ -18,6 +18,9 @@ from verl.single_controller.ray import (  # noqa: E402
     create_colocated_worker_raw_cls,
 )
 
+# every test here shares a module-wide engine, server or cluster that takes many seconds to start
+pytestmark = pytest.mark.slow
+
 
 @ray.remote
 class Adder(Worker):
@@ -65,7 +68,6 @@ def ray_session(tmp_path_factory):
     shutdown_ray(session)
 
 
-@pytest.mark.slow
 def test_verl_style_group(ray_session):
     pool = RayResourcePool(process_on_nodes=[4], use_gpu=False)
     wg = RayWorkerGroup(pool, RayClassWithInitArgs(Adder, offset=100), worker_env={"MY_FLAG": "on"})
@@ -85,7 +87,6 @@ def test_verl_style_group(ray_session):
     pool.remove()
 
 
-@pytest.mark.slow
 def test_fused_inner_workers_through_the_group(ray_session):
     fused = create_colocated_worker_raw_cls({"inner": RayClassWithInitArgs(Inner)})
     pool = RayResourcePool([2], use_gpu=False)

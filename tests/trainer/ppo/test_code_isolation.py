@@ -27,6 +27,7 @@ CODE_DATA = [
 ]
 
 
+@pytest.mark.slow
 def test_a_code_job_without_bubblewrap_stops_at_start_naming_the_data_and_the_fixes(without_bwrap, tmp_path):
     from verl.trainer.main_ppo import build_trainer
 

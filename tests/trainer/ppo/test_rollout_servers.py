@@ -13,6 +13,9 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.rollout import HFRollout, TokenOutput
 
+# every test here shares a module-wide engine, server or cluster that takes many seconds to start
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def actor_rollout_wg():

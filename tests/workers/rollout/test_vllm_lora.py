@@ -20,6 +20,9 @@ from verl.workers.fsdp_workers import stop_token_ids  # noqa: E402
 from verl.workers.rollout.hf_rollout import HFRollout  # noqa: E402
 from verl.workers.rollout.vllm_rollout.vllm_rollout import shutdown_vllm_process_group, vLLMRollout  # noqa: E402
 
+# every test here shares a module-wide engine, server or cluster that takes many seconds to start
+pytestmark = pytest.mark.slow
+
 PROMPTS = ["What is 12 + 7?", "Compute 3 * 4 - 2.", "1+1=", "What is 45 - 19?", "Add 8 and 9."]
 
 
@@ -42,7 +45,6 @@ def _prompts(setup, **meta) -> DataProto:
     return DataProto.from_dict({"input_ids": enc.input_ids, "attention_mask": enc.attention_mask}, meta_info=meta)
 
 
-@pytest.mark.slow
 def test_greedy_vllm_equals_the_hf_lora_policy_after_adapter_updates(setup):
     """LoRA: an engine built for a PEFT policy keeps the base weights and takes each update's adapter alone (vLLM's
     LoRA support); after every round of real adapter updates its greedy decode equals the HF adapted model's."""
@@ -90,7 +92,6 @@ def test_greedy_vllm_equals_the_hf_lora_policy_after_adapter_updates(setup):
         shutdown_vllm_process_group()  # later tests in this process see no process group
 
 
-@pytest.mark.slow
 def test_a_lora_vllm_job_samples_the_adapted_policy_after_each_hand_over(tmp_path):
     """main_ppo with rollout.name=vllm and lora_rank: after each update the engine gets the adapter alone, and the
     log-probs it sampled with equal the actor's recomputed ones (the policy it should sample)."""

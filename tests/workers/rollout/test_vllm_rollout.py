@@ -35,6 +35,9 @@ from verl.workers.rollout.base import TokenOutput  # noqa: E402
 from verl.workers.rollout.hf_rollout import HFRollout  # noqa: E402
 from verl.workers.rollout.vllm_rollout.vllm_rollout import shutdown_vllm_process_group, vLLMRollout  # noqa: E402
 
+# every test here shares a module-wide engine, server or cluster that takes many seconds to start
+pytestmark = pytest.mark.slow
+
 PROMPTS = ["What is 12 + 7?", "Compute 3 * 4 - 2.", "1+1=", "What is 45 - 19?", "Add 8 and 9."]
 
 
@@ -113,7 +116,6 @@ def _recomputed_log_probs(model: torch.nn.Module, out: DataProto, temperature: f
     return torch.log_softmax(logits, -1).gather(-1, b["responses"].unsqueeze(-1)).squeeze(-1)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("updates", [3, 6])
 def test_greedy_vllm_equals_greedy_hf_after_actor_updates(setup, updates):
     actor = _trained_actor(setup["path"], updates)
@@ -219,7 +221,6 @@ def test_a_bad_request_fails_alone_naming_it(setup):
     assert engine._batcher.batch_sizes[-1] == 1  # only the good request reached the engine
 
 
-@pytest.mark.slow
 def test_a_vllm_run_without_vllm_fails_at_start_with_the_install_line(tmp_path):
     """A real interpreter in which ``vllm`` cannot be imported (a meta-path finder refuses it)."""
     code = (
@@ -255,7 +256,6 @@ JOB = [
 ]
 
 
-@pytest.mark.slow
 def test_a_vllm_job_trains_and_after_a_resume_the_engine_holds_the_actors_weights(setup, tmp_path):
     """main_ppo with rollout.name=vllm: 2 steps and a checkpoint, then a resumed run's step 3. The resumed engine
     decodes greedily exactly as HF does with the actor's current (trained, resumed) weights, and a request through
