@@ -27,6 +27,8 @@ def test_heavy_tests_are_found_by_what_they_name():
     assert tiers.heavy_group("cfg = 'actor_rollout_ref.rollout.name=vllm'\n") == "ray-vllm"
     assert tiers.heavy_group("def test_y(ray_cluster): ...") == "ray-vllm"  # a fixture that starts Ray
     assert tiers.heavy_group("def test_math():\n    assert array_sum([1]) == 1\n") is None
+    assert tiers.NEEDS_HEAVY.search('ray = pytest.importorskip("ray")\n')  # the whole module needs Ray
+    assert tiers.NEEDS_HEAVY.search("import vllm\n") and not tiers.NEEDS_HEAVY.search("    import ray\n")
 
 
 CONFTEST = """

@@ -32,6 +32,10 @@ SPEED_ENV = "VERL_TEST_SPEED"  # a fixed slowdown factor instead of the measured
 REFERENCE_S = 0.012
 # a test whose source, parameters or fixtures name Ray or vLLM (ray, ray_cluster, vllm_engine, trainer.backend=ray)
 HEAVY = re.compile(r"\b(ray|vllm)", re.I)
+# a module that needs Ray or vLLM for all its tests (a top-level import or importorskip): every test in it joins
+NEEDS_HEAVY = re.compile(
+    r"^(\w+ = )?(import (ray|vllm)\b|from (ray|vllm)\b|pytest\.importorskip\(\s*.(ray|vllm)\b)", re.M
+)
 
 
 def _reference_workload() -> float:
@@ -116,11 +120,16 @@ def _source(function: object) -> str:
         return ""
 
 
+@functools.cache
+def _module_needs_heavy(path: str) -> bool:
+    return bool(NEEDS_HEAVY.search(Path(path).read_text()))
+
+
 def group_heavy_tests(items: list[pytest.Item]) -> None:
     """Puts each test that may start Ray or vLLM into one xdist group. Judged per test (its source, parameters and
     fixture names, its path), not per module, so the fast tests of a module that also has a Ray test still spread out."""
     for item in items:
         text = " ".join([_source(getattr(item, "function", None)), item.nodeid, *getattr(item, "fixturenames", ())])
-        group = heavy_group(text)
+        group = "ray-vllm" if _module_needs_heavy(str(item.path)) else heavy_group(text)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(name=group))

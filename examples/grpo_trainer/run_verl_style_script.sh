@@ -3,7 +3,9 @@
 # keys (vLLM engine settings, FSDP offload, verl's deprecated global micro-batch size, ...) with only the model, the
 # data and the sizes changed for a 2-core CPU. Engine keys are accepted and change nothing; the deprecated global
 # micro-batch sizes become per-worker ones as in verl (with a warning); the rest do what they do in verl
-# (docs/config.md, "Porting a verl script"). Extra key=value overrides are appended.
+# (docs/config.md, "Porting a verl script"). With the built-in model and data the quickstart recipe fills the keys the
+# script leaves out (temperature 0.5, the trust region: docs/recipes.md); with your own model and data, or
+# recipe=none, they take verl's defaults. Extra key=value overrides are appended.
 set -euo pipefail
 python3 -m verl.trainer.main_ppo \
     algorithm.adv_estimator=grpo \
