@@ -24,6 +24,8 @@ def pytest_runtest_call(item):
 
 
 def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the main process (once, before any pytest-xdist worker runs)
+        tiers.compile_package()
     tiers.session_speed()  # measured once, before the first test's clock starts
 
 

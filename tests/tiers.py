@@ -72,6 +72,14 @@ def budget_s(speed: float) -> float | None:
     return base * min(max(speed, 1.0), MAX_SLOWDOWN)
 
 
+def compile_package() -> None:
+    """Byte-compile ``verl/`` up front: on a fresh clone the first test to import a module would otherwise pay for
+    compiling it, and a fast test could run over its budget for that alone."""
+    import compileall
+
+    compileall.compile_dir(str(HERE.parent / "verl"), quiet=1, workers=1)
+
+
 def _is_slow(item: pytest.Item) -> bool:
     return item.get_closest_marker("slow") is not None
 

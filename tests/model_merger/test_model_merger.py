@@ -40,6 +40,7 @@ def _weights(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_merged_actor_and_critic_equal_the_hf_copies(checkpoint, tmp_path):
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 

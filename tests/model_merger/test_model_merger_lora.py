@@ -107,6 +107,7 @@ def test_merged_export_equals_the_peft_model(checkpoint, tmp_path):
             assert merged.config.num_labels == 1 and got.shape[-1] == 1
 
 
+@pytest.mark.slow
 def test_adapter_export_is_the_checkpoints_adapter(checkpoint, tmp_path):
     for role in ROLES:
         source = checkpoint / role / "lora_adapter"

@@ -261,6 +261,7 @@ def test_responses_that_never_reach_eos(tmp_path):
     assert_finite(numeric(result["history"], 2))
 
 
+@pytest.mark.slow
 def test_overlong_prompts_filtered_or_rejected(tmp_path):
     rows = [
         {

@@ -95,6 +95,7 @@ def test_lora_sft_trains_the_adapters_alone_and_saves_a_peft_adapter(first_run, 
     assert base_loss > result["val/loss"] + 0.3, (base_loss, result["val/loss"])
 
 
+@pytest.mark.slow
 def test_the_adapter_dir_loads_with_peft_and_as_a_merged_model_path(first_run, tiny_model_dir):
     ckpt = first_run["result"]["checkpoint"]
     tokenizer = load_tokenizer(ckpt)

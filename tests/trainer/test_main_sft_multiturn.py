@@ -36,6 +36,7 @@ def test_multiturn_sft_runs_replays_and_is_reproducible(tmp_path):
     assert 0.0 <= r1["val/acc"] <= 1.0 and (tmp_path / "a" / "global_step_4" / "tokenizer.json").exists()
 
 
+@pytest.mark.slow
 def test_cli_and_chat_template_kwargs_only_in_multiturn(tmp_path, capsys):
     main(SMALL + ["trainer.total_training_steps=1", f"trainer.default_local_dir={tmp_path}/cli"])
     assert "held-out greedy accuracy:" in capsys.readouterr().out

@@ -90,6 +90,7 @@ def test_unknown_config_key_names_closest(tmp_path):
         check_against_config(space, [])
 
 
+@pytest.mark.slow
 def test_default_space_matches_example_and_config(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     with open(os.path.join(root, "examples", "tune", "search_space.yaml")) as f:
@@ -224,6 +225,7 @@ def test_every_choice_and_grid_value_is_checked_and_base_typos_are_named_as_such
         check_against_config(load_search_space(write(tmp_path, good)), ["data.train_batch_sise=4"])
 
 
+@pytest.mark.slow
 def test_resuming_a_study_with_another_objective_or_distribution_is_one_error(tmp_path):
     from verl.tune import run_study
 

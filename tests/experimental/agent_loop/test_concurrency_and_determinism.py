@@ -89,6 +89,7 @@ def assert_same(a, b):
         assert a.non_tensor_batch[key].tolist() == b.non_tensor_batch[key].tolist(), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", [1, 2])
 def test_same_seed_same_trajectories_bit_for_bit(group, threads):
     first, second = trajectories(group, threads), trajectories(group, threads)
