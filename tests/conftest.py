@@ -8,19 +8,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import tiers  # noqa: E402
+from tiers import pytest_runtest_call, pytest_runtest_setup  # noqa: E402,F401 (the fast tier's budget hooks)
 
 import verl  # noqa: E402,F401
-
-
-# The fast tier's rule and the xdist grouping of Ray and vLLM tests: tests/tiers.py.
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item):
-    return (yield from tiers.timed_setup(item))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    return (yield from tiers.check_budget(item))
 
 
 def pytest_sessionstart(session):

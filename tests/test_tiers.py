@@ -31,18 +31,7 @@ def test_heavy_tests_are_found_by_what_they_name():
     assert tiers.NEEDS_HEAVY.search("import vllm\n") and not tiers.NEEDS_HEAVY.search("    import ray\n")
 
 
-CONFTEST = """
-import pytest
-import tiers
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item):
-    return (yield from tiers.timed_setup(item))
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item):
-    return (yield from tiers.check_budget(item))
-"""
+CONFTEST = "from tiers import pytest_runtest_call, pytest_runtest_setup  # noqa: F401\n"
 
 
 def test_a_slow_test_without_the_mark_fails_with_the_fix(pytester, monkeypatch):

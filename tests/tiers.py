@@ -84,8 +84,9 @@ def _is_slow(item: pytest.Item) -> bool:
     return item.get_closest_marker("slow") is not None
 
 
-def timed_setup(item: pytest.Item):
-    """Hook body for ``pytest_runtest_setup``: remembers how long the fixtures took."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """Remembers how long the test's fixtures took (a conftest imports this hook to apply it)."""
     start = time.perf_counter()
     try:
         return (yield)
@@ -93,8 +94,9 @@ def timed_setup(item: pytest.Item):
         item.stash[_SETUP_S] = time.perf_counter() - start
 
 
-def check_budget(item: pytest.Item):
-    """Hook body for ``pytest_runtest_call``: a fast-tier test over its budget fails (its own failure wins)."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A fast-tier test over its budget fails (its own failure wins); a conftest imports this hook to apply it."""
     start = time.perf_counter()
     result = yield
     took = item.stash.get(_SETUP_S, 0.0) + time.perf_counter() - start
