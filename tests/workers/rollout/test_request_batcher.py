@@ -104,6 +104,22 @@ def test_a_batcher_belongs_to_one_event_loop():
     assert asyncio.run(fresh(batcher)) is not batcher
 
 
+def test_the_batch_count_carries_over_to_the_next_loops_batcher():
+    """A server's startup check runs one request on a loop of its own; its /stats must still count every request."""
+    seen: list[list[int]] = []
+
+    async def send(current, values):
+        batcher = RequestBatcher.for_running_loop(current, run_batch=_doubler(seen), max_batch_size=8)
+        await asyncio.gather(*(batcher.submit(v) for v in values))
+        return batcher
+
+    startup = asyncio.run(send(None, [0]))
+    served = asyncio.run(send(startup, list(range(1, 17))))
+    assert served is not startup
+    assert served.batch_sizes == [1, 8, 8] and sum(served.batch_sizes) == 17
+    assert seen == [[0], list(range(1, 9)), list(range(9, 17))]
+
+
 @pytest.mark.parametrize("kwargs, match", [({"max_batch_size": 0}, "max_batch_size"), ({"window_s": -1}, "window_s")])
 def test_bad_settings_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):

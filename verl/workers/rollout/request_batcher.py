@@ -13,7 +13,8 @@ request of that batch (it cannot be attributed; per-request checks belong before
 was cancelled is dropped if its batch has not started, and its result discarded otherwise.
 
 A batcher belongs to the event loop it was first used on (asyncio futures do); use `for_running_loop` to get one for
-the current loop.
+the current loop. The batcher it replaces hands on its ``batch_sizes``, so an engine's count covers every loop it
+served (a server's startup check runs on a loop of its own before the server's loop takes over).
 """
 
 from __future__ import annotations
@@ -57,16 +58,19 @@ class RequestBatcher(Generic[Req, Res]):
         self.loop: asyncio.AbstractEventLoop | None = None
         self._queue: list[tuple[Req, asyncio.Future]] = []
         self._drainer: asyncio.Task | None = None
-        self.batch_sizes: list[int] = []  # the size of every batch run so far (for tests and metrics)
+        self.batch_sizes: list[int] = []  # the size of every batch started so far (for tests and metrics)
 
     @classmethod
     def for_running_loop(cls, current: RequestBatcher | None, **kwargs: Any) -> RequestBatcher:
-        """``current`` if it belongs to the running event loop, else a new batcher built from ``kwargs``."""
+        """``current`` if it belongs to the running event loop, else a new batcher built from ``kwargs`` that goes on
+        appending to ``current``'s ``batch_sizes``."""
         loop = asyncio.get_running_loop()
         if current is not None and current.loop is loop:
             return current
         batcher = cls(**kwargs)
         batcher.loop = loop
+        if current is not None:
+            batcher.batch_sizes = current.batch_sizes
         return batcher
 
     async def submit(self, request: Req) -> Res:
