@@ -6,10 +6,11 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
+from omegaconf import OmegaConf
 
 from verl.base_config import BaseConfig
-from verl.trainer.api import DataConfig, EngineConfig, OptimConfig
-from verl.utils.config import ConfigError, job_schema, schema_keys
+from verl.trainer.api import DEFAULT_ADV_ESTIMATOR, DataConfig, EngineConfig, OptimConfig
+from verl.utils.config import ConfigError, default_config, get_ppo_default_config, job_schema, load_config, schema_keys
 from verl.utils.config_dict import (
     API_GROUPS,
     DICT_ALIAS_GROUPS,
@@ -123,6 +124,15 @@ def test_every_api_name_is_on_a_leaf_of_the_schema():
     for group in (*API_GROUPS, *DICT_ALIAS_GROUPS):
         keys = [key for value in api_table(group).values() for key in value.split(" + ")]
         assert keys and set(keys) <= set(names), group
+
+
+def test_the_dict_defaults_differ_from_a_run_only_where_the_schema_default_is_kept():
+    # load_config("ppo_trainer") is the quickstart recipe over the schema: GRPO; the dict API keeps the schema's GAE
+    assert PPO_DICT_TREE_DEFAULTS == {
+        k: OmegaConf.select(default_config("ppo_trainer"), k) for k in PPO_DICT_TREE_DEFAULTS
+    }
+    assert load_config("ppo_trainer").algorithm.adv_estimator == "grpo"
+    assert get_ppo_default_config()["algorithm"]["adv_estimator"] == DEFAULT_ADV_ESTIMATOR == "gae"
 
 
 @dataclass

@@ -36,7 +36,7 @@ from verl.trainer.api_rewards import (  # noqa: F401 (the API's reward helpers, 
     wrap_reward_function,
 )
 from verl.utils.config_dict import api_table, flatten_leaves, ppo_dict_to_overrides
-from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, load_config
+from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, default_config, load_config
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,11 @@ class OptimConfig(_ApiConfig):
     KEYS = api_table("OptimConfig")
 
 
+# PPOTrainer's estimator when none is given: the schema's (PPO with a critic, GAE), as the dict API's
+# (verl.utils.config_dict.PPO_DICT_SCHEMA_DEFAULT_KEYS), not the quickstart recipe's grpo.
+DEFAULT_ADV_ESTIMATOR: str = default_config("ppo_trainer").algorithm.adv_estimator
+
+
 def split_rollout(rollout_batch_size: int, num_rollout_steps: int) -> tuple[int, int]:
     """``(ppo_mini_batch_size, ppo_epochs)`` so that each rollout of ``rollout_batch_size`` prompts feeds
     ``num_rollout_steps`` optimizer updates, or the most that fits below it.
@@ -116,7 +121,7 @@ def ppo_trainer_overrides(
     data_config: Mapping[str, Any] | None = None,
     engine_config: Mapping[str, Any] | None = None,
     optim_config: Mapping[str, Any] | None = None,
-    adv_estimator: str | None = "gae",
+    adv_estimator: str | None = DEFAULT_ADV_ESTIMATOR,
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dotted config-tree overrides for :class:`PPOTrainer`'s arguments (docs/python_api.md has the table)."""
@@ -415,7 +420,7 @@ class PPOTrainer(RLTrainer):
         engine_config: Mapping[str, Any] | None = None,
         optim_config: Mapping[str, Any] | None = None,
         *,
-        adv_estimator: str = "gae",
+        adv_estimator: str = DEFAULT_ADV_ESTIMATOR,
         overrides: Mapping[str, Any] | None = None,
         output_dir: str | None = None,
     ):

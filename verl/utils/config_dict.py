@@ -21,6 +21,7 @@ from verl.utils.config_loader import (
     _closest,
     _field_hints,
     _is_group,
+    default_config,
     job_schema,
     load_config,
     schema_keys,
@@ -179,16 +180,27 @@ PPO_DICT_SPECIAL: dict[str, str] = {
     "reward-model directory (reward_model.enable, reward_model.model.path)",
 }
 
-# API defaults that differ from ppo_trainer.yaml: this is the PPO config, so PPO with a critic (GAE).
-PPO_DICT_TREE_DEFAULTS: dict[str, Any] = {"algorithm.adv_estimator": "gae"}
+# The dict view's defaults are a run's without a task of its own (load_config("ppo_trainer"): the schema's, under the
+# quickstart recipe), except these keys, which keep the schema's default where the recipe sets another: this is the
+# PPO config, so PPO with a critic (the schema's gae, where quickstart picks grpo). No default is written twice.
+PPO_DICT_SCHEMA_DEFAULT_KEYS = ("algorithm.adv_estimator",)
+
+
+@functools.cache
+def _tree_defaults() -> dict[str, Any]:
+    return {key: OmegaConf.select(default_config("ppo_trainer"), key) for key in PPO_DICT_SCHEMA_DEFAULT_KEYS}
 
 
 def __getattr__(name: str) -> Any:
-    """``PPO_DICT_ALIASES``, made from the schema on first use (the schema's modules import this one): the alias keys
-    (docs/python_api.md) that are another spelling of one tree key, from the schema's ``"api"`` metadata. Change
-    either; changing both differently is an error."""
+    """The tables made from the schema, made on first use: the schema's modules import this one.
+
+    ``PPO_DICT_ALIASES``: the alias keys (docs/python_api.md) that are another spelling of one tree key, from the
+    schema's ``"api"`` metadata; change either, changing both differently is an error. ``PPO_DICT_TREE_DEFAULTS``:
+    ``{key: the schema's default}`` for :data:`PPO_DICT_SCHEMA_DEFAULT_KEYS`."""
     if name == "PPO_DICT_ALIASES":
         return _dict_aliases()
+    if name == "PPO_DICT_TREE_DEFAULTS":
+        return _tree_defaults()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -206,9 +218,10 @@ def get_ppo_default_config() -> ConfigDict:
 
     Unknown keys raise with the closest valid key, on assignment and when a trainer reads the dict. An alias key
     and the tree key it spells (:data:`PPO_DICT_ALIASES`) both work; :func:`ppo_dict_to_overrides` turns the dict
-    into the tree. ``algorithm.adv_estimator`` defaults to ``gae`` here (the main job's default is ``grpo``).
+    into the tree. The defaults are ``load_config("ppo_trainer")``'s (the schema's under the quickstart recipe), but
+    for :data:`PPO_DICT_SCHEMA_DEFAULT_KEYS`: ``algorithm.adv_estimator`` is the schema's ``gae`` (quickstart: ``grpo``).
     """
-    tree = OmegaConf.to_container(load_config("ppo_trainer", overrides=PPO_DICT_TREE_DEFAULTS), resolve=True)
+    tree = OmegaConf.to_container(load_config("ppo_trainer", overrides=_tree_defaults()), resolve=True)
     view: dict[str, Any] = {
         "model": {},  # filled from the aliases below
         "train": {
