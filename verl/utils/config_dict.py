@@ -188,7 +188,7 @@ PPO_DICT_SCHEMA_DEFAULT_KEYS = ("algorithm.adv_estimator",)
 
 @functools.cache
 def _tree_defaults() -> dict[str, Any]:
-    return {key: OmegaConf.select(default_config("ppo_trainer"), key) for key in PPO_DICT_SCHEMA_DEFAULT_KEYS}
+    return {key: _get_path(default_config("ppo_trainer"), key) for key in PPO_DICT_SCHEMA_DEFAULT_KEYS}
 
 
 def __getattr__(name: str) -> Any:
