@@ -1,8 +1,10 @@
 """``BaseConfig``: the base of every typed config section (verl's name and behaviour).
 
 A section is a dataclass whose fields are its keys, each with its type, its default and a trailing ``#`` comment that
-says what it does (``docs/config_reference.md`` is generated from those comments). Sections read like mappings too
-(``cfg["lr"]``, ``cfg.get("lr")``, ``dict(cfg)``), so code written against verl's dict configs keeps working.
+says what it does (``docs/config_reference.md`` is generated from those comments); a key the Python API names carries
+the names as ``metadata={"api": (...)}`` (``verl.utils.config_dict`` makes the API's tables from them). Sections read
+like mappings too (``cfg["lr"]``, ``cfg.get("lr")``, ``dict(cfg)``), so code written against verl's dict configs keeps
+working.
 
 Fields are frozen once set, except the names in ``_mutable_fields``: a worker cannot change its config behind the
 controller's back. Set what you need before building the section, or ``dataclasses.replace`` it.

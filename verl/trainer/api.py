@@ -35,8 +35,8 @@ from verl.trainer.api_rewards import (  # noqa: F401 (the API's reward helpers, 
     resolve_reward,
     wrap_reward_function,
 )
-from verl.utils.config_dict import flatten_leaves, ppo_dict_to_overrides
-from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, load_config
+from verl.utils.config_dict import api_table, flatten_leaves, ppo_dict_to_overrides
+from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, default_config, load_config
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,11 @@ OUTPUT_ROOT = os.path.join("outputs", "verl-python")
 
 
 class _ApiConfig(dict):
-    """A plain ``dict`` restricted to ``KEYS``; an unknown key raises naming the closest valid one."""
+    """A plain ``dict`` restricted to ``KEYS``; an unknown key raises naming the closest valid one.
+
+    ``KEYS``: ``{API name: config-tree key}``, generated from the schema's ``"api"`` field metadata
+    (:func:`verl.utils.config_dict.api_table`: the schema field ``data.train_batch_size`` names
+    ``DataConfig.rollout_batch_size``); a name several fields carry sets them all, ``"key1 + key2"``."""
 
     KEYS: dict[str, str] = {}
 
@@ -73,48 +77,26 @@ class DataConfig(_ApiConfig):
     """What each step samples (docs/python_api.md). ``rollout_batch_size``: prompts per step; ``num_rollout_steps``:
     optimizer updates each rollout feeds (see :func:`split_rollout`)."""
 
-    KEYS = {
-        "rollout_batch_size": "data.train_batch_size",
-        "num_rollout_steps": "actor_rollout_ref.actor.ppo_mini_batch_size + actor_rollout_ref.actor.ppo_epochs",
-        "responses_per_prompt": "actor_rollout_ref.rollout.n",
-        "train_files": "data.train_files",
-        "val_files": "data.val_files",
-        "max_prompt_length": "data.max_prompt_length",
-        "max_response_length": "data.max_response_length",
-        "val_batch_size": "data.val_batch_size",
-        "shuffle": "data.shuffle",
-        "seed": "data.seed",
-    }
+    KEYS = api_table("DataConfig")
 
 
 class EngineConfig(_ApiConfig):
     """The RL algorithm's knobs (docs/python_api.md). ``kl_coef`` > 0 puts a fixed-coefficient KL penalty to the reference
-    policy in the reward; ``reward_temp`` divides the score before KL and advantages."""
+    policy in the reward (``algorithm.kl_ctrl.kl_coef``, with ``algorithm.use_kl_in_reward`` and ``kl_ctrl.type=fixed``);
+    ``reward_temp`` divides the score before KL and advantages."""
 
-    KEYS = {
-        "kl_coef": "algorithm.kl_ctrl.kl_coef (+ algorithm.use_kl_in_reward, kl_ctrl.type=fixed)",
-        "gamma": "algorithm.gamma",
-        "lam": "algorithm.lam",
-        "reward_temp": "algorithm.reward_temp",
-        "adv_estimator": "algorithm.adv_estimator",
-        "temperature": "actor_rollout_ref.rollout.temperature",
-        "top_p": "actor_rollout_ref.rollout.top_p",
-        "top_k": "actor_rollout_ref.rollout.top_k",
-        "entropy_coeff": "actor_rollout_ref.actor.entropy_coeff",
-    }
+    KEYS = api_table("EngineConfig")
 
 
 class OptimConfig(_ApiConfig):
     """``optim_config``: learning rates and the optimizer settings shared by actor and critic."""
 
-    KEYS = {
-        "actor_lr": "actor_rollout_ref.actor.optim.lr",
-        "critic_lr": "critic.optim.lr",
-        "weight_decay": "actor_rollout_ref.actor.optim.weight_decay + critic.optim.weight_decay",
-        "lr_warmup_steps_ratio": "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio + critic.optim.lr_warmup_steps_ratio",
-        "warmup_style": "actor_rollout_ref.actor.optim.lr_scheduler_type + critic.optim.lr_scheduler_type",
-        "grad_clip": "actor_rollout_ref.actor.grad_clip + critic.grad_clip",
-    }
+    KEYS = api_table("OptimConfig")
+
+
+# PPOTrainer's estimator when none is given: the schema's (PPO with a critic, GAE), as the dict API's
+# (verl.utils.config_dict.PPO_DICT_SCHEMA_DEFAULT_KEYS), not the quickstart recipe's grpo.
+DEFAULT_ADV_ESTIMATOR: str = default_config("ppo_trainer").algorithm.adv_estimator
 
 
 def split_rollout(rollout_batch_size: int, num_rollout_steps: int) -> tuple[int, int]:
@@ -139,7 +121,7 @@ def ppo_trainer_overrides(
     data_config: Mapping[str, Any] | None = None,
     engine_config: Mapping[str, Any] | None = None,
     optim_config: Mapping[str, Any] | None = None,
-    adv_estimator: str | None = "gae",
+    adv_estimator: str | None = DEFAULT_ADV_ESTIMATOR,
     overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dotted config-tree overrides for :class:`PPOTrainer`'s arguments (docs/python_api.md has the table)."""
@@ -438,7 +420,7 @@ class PPOTrainer(RLTrainer):
         engine_config: Mapping[str, Any] | None = None,
         optim_config: Mapping[str, Any] | None = None,
         *,
-        adv_estimator: str = "gae",
+        adv_estimator: str = DEFAULT_ADV_ESTIMATOR,
         overrides: Mapping[str, Any] | None = None,
         output_dir: str | None = None,
     ):

@@ -1,18 +1,41 @@
 """The dict view of the PPO config (``get_ppo_default_config()`` and ``DataParallelRLTrainer``, docs/python_api.md):
 the ``ppo_trainer`` tree as nested dicts plus the alias groups ``model``, ``train`` and ``reward``. An alias
 table over the one schema: :func:`ppo_dict_to_overrides` turns a dict back into tree overrides.
+
+The aliases, and the names of PPOTrainer's argument groups (``DataConfig.KEYS``, ...), are recorded once, as
+``"api"`` metadata on the schema's fields; :func:`api_table` reads them back (docs/config_reference.md shows them).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, load_config
+from verl.utils.config_loader import (
+    ConfigError,
+    UnknownConfigKeyError,
+    _closest,
+    _field_hints,
+    _is_group,
+    default_config,
+    job_schema,
+    load_config,
+    schema_keys,
+)
 
-__all__ = ["ConfigDict", "dict_key", "flatten_leaves", "get_ppo_default_config", "ppo_dict_to_overrides"]
+__all__ = [
+    "ConfigDict",
+    "api_table",
+    "dict_key",
+    "flatten_leaves",
+    "get_ppo_default_config",
+    "ppo_dict_to_overrides",
+    "schema_api_names",
+]
 
 
 def _flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
@@ -87,22 +110,65 @@ def _rebuild_config_dict(data: dict, path: str, keys: list[str]) -> ConfigDict:
 
 DEFAULT_DICT_MODEL = "builtin://tiny-qwen2-arith-sft"
 
-# Alias keys (docs/python_api.md) that are another spelling of one tree key. Change either; changing both differently is an error.
-PPO_DICT_ALIASES: dict[str, str] = {
-    "model.pretrained_model_name_or_path": "actor_rollout_ref.model.path",
-    "model.tokenizer_name_or_path": "data.tokenizer",
-    "train.lr": "actor_rollout_ref.actor.optim.lr",
-    "train.critic_lr": "critic.optim.lr",
-    "train.batch_size": "data.train_batch_size",
-    "train.mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "train.responses_per_prompt": "actor_rollout_ref.rollout.n",
-    "train.ppo_epochs": "actor_rollout_ref.actor.ppo_epochs",
-    "train.total_steps": "trainer.total_training_steps",
-    "train.max_response_length": "data.max_response_length",
-    "train.seed": "trainer.seed",
-}
+# ---------------------------------------------------------------------------------------- the API names of tree keys
+# The Python API names of a tree key are recorded once, on its schema field: ``metadata={"api": (name, ...)}``, each
+# name ``<group>.<key>``: one of PPOTrainer's argument groups (``DataConfig.rollout_batch_size``, verl.trainer.api)
+# or an alias group of this dict view (``train.batch_size``). A section class placed at several paths of the tree
+# (the optimizer, ``RolloutConfig``) names its keys' API names on the field that places it instead:
+# ``metadata={"api": {"lr": ("OptimConfig.actor_lr",)}}``. A name on several keys sets them all.
+API_METADATA = "api"
+API_GROUPS = ("DataConfig", "EngineConfig", "OptimConfig")  # PPOTrainer's argument groups
+DICT_ALIAS_GROUPS = ("model", "train")  # the dict view's alias groups
 
-# Alias keys that set several tree keys or are checked (docs/python_api.md has the table).
+
+@functools.cache
+def schema_api_names(root: type) -> dict[str, tuple[str, ...]]:
+    """``{tree key: its API names}`` of a schema tree, from its fields' ``"api"`` metadata, in key order."""
+    found: dict[str, tuple[str, ...]] = {}
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = _field_hints(cls)
+        for f in dataclasses.fields(cls):
+            names = f.metadata.get(API_METADATA, ())
+            for key, key_names in names.items() if isinstance(names, Mapping) else [("", names)] if names else []:
+                path = prefix + f.name + (f".{key}" if key else "")
+                found[path] = found.get(path, ()) + tuple(key_names)
+            if _is_group(hints[f.name]):
+                walk(hints[f.name], f"{prefix}{f.name}.")
+
+    walk(root, "")
+    order = {key: i for i, key in enumerate(schema_keys(root))}
+    unknown = [f"{key} ({', '.join(names)})" for key, names in found.items() if key not in order]
+    bad = [n for names in found.values() for n in names if n.split(".")[0] not in API_GROUPS + DICT_ALIAS_GROUPS]
+    if unknown or bad:
+        raise ConfigError(f"{root.__name__}: API names on keys it lacks {unknown}, or in no API group {bad}")
+    return dict(sorted(found.items(), key=lambda item: order[item[0]]))
+
+
+def api_table(group: str, root: type | None = None) -> dict[str, str]:
+    """``{name: tree key}`` of one API group (``"DataConfig"``, ``"train"``, ...) of the ``ppo_trainer`` schema (or
+    ``root``); a name on several keys maps to them all, joined by ``" + "`` in key order."""
+    table: dict[str, str] = {}
+    for key, names in schema_api_names(root or job_schema("ppo_trainer")).items():
+        for name in names:
+            name_group, _, leaf = name.partition(".")
+            if name_group == group:
+                table[leaf] = f"{table[leaf]} + {key}" if leaf in table else key
+    return table
+
+
+@functools.cache
+def _dict_aliases() -> dict[str, str]:
+    aliases = {f"{group}.{leaf}": key for group in DICT_ALIAS_GROUPS for leaf, key in api_table(group).items()}
+    several = {alias: key for alias, key in aliases.items() if " + " in key}
+    if several:
+        raise ConfigError(f"a dict alias spells one tree key, these name several: {several}")
+    return aliases
+
+
+# Alias keys that are no spelling of one tree key, so no schema field carries them: each sets derived values in
+# several keys (grad_accumulation_steps, use_amp), is only checked (dp/tp/pp_size: 1 is all there is), or takes a
+# reward the tree cannot hold (a Python function). ppo_dict_to_overrides handles each (docs/python_api.md's table).
 PPO_DICT_SPECIAL: dict[str, str] = {
     "train.dp_size": "trainer.n_gpus_per_node (1 only: the local backend runs one data-parallel rank)",
     "train.tp_size": "none: no tensor parallelism yet (1 only)",
@@ -114,8 +180,28 @@ PPO_DICT_SPECIAL: dict[str, str] = {
     "reward-model directory (reward_model.enable, reward_model.model.path)",
 }
 
-# API defaults that differ from ppo_trainer.yaml: this is the PPO config, so PPO with a critic (GAE).
-PPO_DICT_TREE_DEFAULTS: dict[str, Any] = {"algorithm.adv_estimator": "gae"}
+# The dict view's defaults are a run's without a task of its own (load_config("ppo_trainer"): the schema's, under the
+# quickstart recipe), except these keys, which keep the schema's default where the recipe sets another: this is the
+# PPO config, so PPO with a critic (the schema's gae, where quickstart picks grpo). No default is written twice.
+PPO_DICT_SCHEMA_DEFAULT_KEYS = ("algorithm.adv_estimator",)
+
+
+@functools.cache
+def _tree_defaults() -> dict[str, Any]:
+    return {key: _get_path(default_config("ppo_trainer"), key) for key in PPO_DICT_SCHEMA_DEFAULT_KEYS}
+
+
+def __getattr__(name: str) -> Any:
+    """The tables made from the schema, made on first use: the schema's modules import this one.
+
+    ``PPO_DICT_ALIASES``: the alias keys (docs/python_api.md) that are another spelling of one tree key, from the
+    schema's ``"api"`` metadata; change either, changing both differently is an error. ``PPO_DICT_TREE_DEFAULTS``:
+    ``{key: the schema's default}`` for :data:`PPO_DICT_SCHEMA_DEFAULT_KEYS`."""
+    if name == "PPO_DICT_ALIASES":
+        return _dict_aliases()
+    if name == "PPO_DICT_TREE_DEFAULTS":
+        return _tree_defaults()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _get_path(tree: Mapping, key: str) -> Any:
@@ -132,14 +218,12 @@ def get_ppo_default_config() -> ConfigDict:
 
     Unknown keys raise with the closest valid key, on assignment and when a trainer reads the dict. An alias key
     and the tree key it spells (:data:`PPO_DICT_ALIASES`) both work; :func:`ppo_dict_to_overrides` turns the dict
-    into the tree. ``algorithm.adv_estimator`` defaults to ``gae`` here (the main job's default is ``grpo``).
+    into the tree. The defaults are ``load_config("ppo_trainer")``'s (the schema's under the quickstart recipe), but
+    for :data:`PPO_DICT_SCHEMA_DEFAULT_KEYS`: ``algorithm.adv_estimator`` is the schema's ``gae`` (quickstart: ``grpo``).
     """
-    tree = OmegaConf.to_container(load_config("ppo_trainer", overrides=PPO_DICT_TREE_DEFAULTS), resolve=True)
+    tree = OmegaConf.to_container(load_config("ppo_trainer", overrides=_tree_defaults()), resolve=True)
     view: dict[str, Any] = {
-        "model": {
-            "pretrained_model_name_or_path": tree["actor_rollout_ref"]["model"]["path"],
-            "tokenizer_name_or_path": tree["data"]["tokenizer"],
-        },
+        "model": {},  # filled from the aliases below
         "train": {
             "dp_size": 1,
             "tp_size": 1,
@@ -149,7 +233,7 @@ def get_ppo_default_config() -> ConfigDict:
         },
         "reward": {"model": "auto"},
     }
-    for alias, key in PPO_DICT_ALIASES.items():
+    for alias, key in _dict_aliases().items():
         group, leaf = alias.split(".")
         view[group][leaf] = _get_path(tree, key)
     view["reward"].update(tree.pop("reward", {}))  # the tree's reward section (newer verl's keys) beside reward.model
@@ -197,7 +281,7 @@ def ppo_dict_to_overrides(config: Mapping[str, Any]) -> tuple[dict[str, Any], An
     def changed(key: str) -> bool:
         return flat_cfg[key] != flat_view[key]
 
-    for alias, key in PPO_DICT_ALIASES.items():
+    for alias, key in _dict_aliases().items():
         if not changed(alias):
             continue
         if changed(key) and flat_cfg[key] != flat_cfg[alias]:

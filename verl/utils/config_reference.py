@@ -20,6 +20,7 @@ import tokenize
 import yaml
 from omegaconf import OmegaConf
 
+from verl.utils.config_dict import schema_api_names
 from verl.utils.config_loader import _field_hints, _is_group, default_config, job_schema
 
 JOBS = (
@@ -110,8 +111,16 @@ def verl_marks(job: str) -> dict[str, str] | None:
     }
 
 
+def _with_api_names(comment: str, names: tuple[str, ...]) -> str:
+    """A key's comment with its Python API names after it (``"api"`` field metadata, verl.utils.config_dict)."""
+    if not names:
+        return comment
+    return f"{comment}; API: " + ", ".join(f"`{name}`" for name in names)
+
+
 def render(job: str, command: str) -> str:
     root = job_schema(job)
+    api_names = schema_api_names(root)
     defaults = OmegaConf.to_container(default_config(job), resolve=False)
     marks = verl_marks(job)
     out = [f"## `{job}`", "", f"{command}; the schema: `{root.__module__}.{root.__name__}`.", ""]
@@ -132,7 +141,7 @@ def render(job: str, command: str) -> str:
         for part in key.split("."):
             value = value[part]
         mark = f" {_cell(marks[key])} |" if marks is not None else ""
-        out.append(f"| `{key}` | `{_shown(value)}` |{mark} {_cell(comment)} |")
+        out.append(f"| `{key}` | `{_shown(value)}` |{mark} {_cell(_with_api_names(comment, api_names.get(key, ())))} |")
     return "\n".join(out) + "\n"
 
 
@@ -143,7 +152,10 @@ def reference() -> str:
         "Generated from the schemas (`verl/trainer/config/`, `verl/workers/config/`) by",
         "`python -m verl.utils.config_reference > docs/config_reference.md` (a test checks it is current). How to set",
         "keys: [config.md](config.md). `${a.b}` is a default taken from key `a.b`. The defaults are verl's for verl's",
-        "keys; the built-in task's tuned values are the `quickstart` recipe ([recipes.md](recipes.md)).",
+        "keys; the built-in task's tuned values are the `quickstart` recipe ([recipes.md](recipes.md)). *API*: the",
+        "key's names in the Python API ([python_api.md](python_api.md)): `DataConfig.*`, `EngineConfig.*` and",
+        "`OptimConfig.*` are `PPOTrainer`'s argument groups, `model.*` and `train.*` the dict config's aliases; a",
+        "name on several keys sets them all. They are the `api` metadata of the schema's fields.",
         "",
     ]
     return "\n".join(head) + "\n" + "\n".join(render(job, command) for job, command in JOBS)

@@ -16,7 +16,8 @@ class KLControlConfig(BaseConfig):
     """The coefficient of the KL penalty in the reward: fixed, or adapted towards a target KL (Ziegler et al.)."""
 
     type: str = "fixed"  # fixed | adaptive
-    kl_coef: float = 0.001  # the KL coefficient (the starting one when adaptive)
+    # the KL coefficient (the starting one when adaptive)
+    kl_coef: float = field(default=0.001, metadata={"api": ("EngineConfig.kl_coef",)})
     horizon: int = 10000  # adaptive: steps over which the coefficient adapts
     target_kl: float = 0.1  # adaptive: the KL it steers towards
 
@@ -37,10 +38,12 @@ class AlgoConfig(BaseConfig):
 
     # gae | grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | opo | grpo_passk | gpg | gdpo |
     # grpo_vectorized | rloo_vectorized | optimal_token_baseline | tir_optimal_token_baseline (docs/ppo.md)
-    adv_estimator: str = "gae"
-    gamma: float = 1.0  # discount; used by gae and reinforce_plus_plus only
-    lam: float = 1.0  # GAE lambda
-    reward_temp: float = 1.0  # rewards = scores / reward_temp before KL and advantages (1.0: unchanged)
+    adv_estimator: str = field(default="gae", metadata={"api": ("EngineConfig.adv_estimator",)})
+    # discount; used by gae and reinforce_plus_plus only
+    gamma: float = field(default=1.0, metadata={"api": ("EngineConfig.gamma",)})
+    lam: float = field(default=1.0, metadata={"api": ("EngineConfig.lam",)})  # GAE lambda
+    # rewards = scores / reward_temp before KL and advantages (1.0: unchanged)
+    reward_temp: float = field(default=1.0, metadata={"api": ("EngineConfig.reward_temp",)})
     norm_adv_by_std_in_grpo: bool = True  # false: Dr. GRPO
     # subtract kl_ctrl.kl_coef x KL(actor || ref) from the token rewards (PPO/RLHF style)
     use_kl_in_reward: bool = False

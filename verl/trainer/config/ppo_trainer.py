@@ -86,7 +86,8 @@ class TrainerConfig(BaseConfig):
     # metrics, config, checkpoints
     default_local_dir: str = "checkpoints/${trainer.project_name}/${trainer.experiment_name}"
     total_epochs: int = 30  # used when total_training_steps is null
-    total_training_steps: int | None = None  # overrides total_epochs when set
+    # overrides total_epochs when set
+    total_training_steps: int | None = field(default=None, metadata={"api": ("train.total_steps",)})
     val_before_train: bool = True  # validate once before the first step (step 0)
     test_freq: int = -1  # -1 disables
     save_freq: int = -1  # -1 disables; the last step is saved too when > 0
@@ -99,7 +100,8 @@ class TrainerConfig(BaseConfig):
     # console | file | tensorboard | wandb | mlflow
     logger: list[str] = field(default_factory=lambda: ["console", "file"])
     log_val_generations: int = 0  # append the first N validation samples to val_generations.jsonl
-    seed: int = 1  # one seed for data order, sampling, init and shuffles: same seed, same run on CPU
+    # one seed for data order, sampling, init and shuffles: same seed, same run on CPU
+    seed: int = field(default=1, metadata={"api": ("train.seed",)})
     # torch's deterministic algorithms in every process (GPU kernels too; an op without one is an error naming it).
     # CPU runs are bit-exact without it (docs/ppo.md#reproducibility)
     deterministic: bool = False

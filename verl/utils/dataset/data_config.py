@@ -30,21 +30,34 @@ class DataSamplerConfig(BaseConfig):
 class RLDataConfig(BaseConfig):
     """Prompts to train and validate on. ``train_batch_size`` counts prompts; each gets ``rollout.n`` responses."""
 
-    tokenizer: str | None = None  # defaults to the actor model's tokenizer
+    # defaults to the actor model's tokenizer
+    tokenizer: str | None = field(default=None, metadata={"api": ("model.tokenizer_name_or_path",)})
     # parquet/JSONL files (verl's columns) or builtin://<task>/<split>
-    train_files: list[str] = field(default_factory=lambda: ["~/data/rlhf/gsm8k/train.parquet"])
+    train_files: list[str] = field(
+        default_factory=lambda: ["~/data/rlhf/gsm8k/train.parquet"], metadata={"api": ("DataConfig.train_files",)}
+    )
     # validation prompts, scored by the same reward function
-    val_files: list[str] = field(default_factory=lambda: ["~/data/rlhf/gsm8k/test.parquet"])
+    val_files: list[str] = field(
+        default_factory=lambda: ["~/data/rlhf/gsm8k/test.parquet"], metadata={"api": ("DataConfig.val_files",)}
+    )
     prompt_key: str = "prompt"  # column holding the chat messages (or a plain string)
     reward_fn_key: str = "data_source"  # column that picks each row's rule scorer
-    max_prompt_length: int = 512  # longer prompts are filtered or truncated (data.truncation)
-    max_response_length: int = 512  # tokens sampled per response at most
-    train_batch_size: int = 1024  # prompts per step
-    val_batch_size: int | None = None  # null: the whole validation set in one generation call
+    # longer prompts are filtered or truncated (data.truncation)
+    max_prompt_length: int = field(default=512, metadata={"api": ("DataConfig.max_prompt_length",)})
+    # tokens sampled per response at most
+    max_response_length: int = field(
+        default=512, metadata={"api": ("DataConfig.max_response_length", "train.max_response_length")}
+    )
+    # prompts per step
+    train_batch_size: int = field(default=1024, metadata={"api": ("DataConfig.rollout_batch_size", "train.batch_size")})
+    # null: the whole validation set in one generation call
+    val_batch_size: int | None = field(default=None, metadata={"api": ("DataConfig.val_batch_size",)})
     filter_overlong_prompts: bool = False  # drop prompts longer than max_prompt_length (count logged)
     truncation: str = "error"  # when not filtered: error | left | right
-    shuffle: bool = True  # reshuffle the training prompts every epoch (seeded)
-    seed: int | None = None  # data order seed; null: trainer.seed
+    # reshuffle the training prompts every epoch (seeded)
+    shuffle: bool = field(default=True, metadata={"api": ("DataConfig.shuffle",)})
+    # data order seed; null: trainer.seed
+    seed: int | None = field(default=None, metadata={"api": ("DataConfig.seed",)})
     # keep each prompt's messages in the batch (raw_prompt): a reward model's chat template reads them
     return_raw_chat: bool = True
     # > 0: train on that many rows (a seeded random subset when data.shuffle, else the first)

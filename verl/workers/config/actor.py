@@ -147,14 +147,18 @@ class ActorConfig(BaseConfig):
 
     # dp | fsdp | fsdp2: the data-parallel worker (FSDP2 with backend=ray); megatron is not implemented
     strategy: str = "dp"
-    ppo_mini_batch_size: int = 256  # prompts per optimizer step (x rollout.n responses), over all workers
+    # prompts per optimizer step (x rollout.n responses), over all workers
+    ppo_mini_batch_size: int = field(
+        default=256, metadata={"api": ("DataConfig.num_rollout_steps", "train.mini_batch_size")}
+    )
     # responses per forward/backward (null: only with use_dynamic_bsz or the deprecated ppo_micro_batch_size)
     ppo_micro_batch_size_per_gpu: int | None = 128
     use_dynamic_bsz: bool = False  # micro-batches by token budget instead of ppo_micro_batch_size_per_gpu
     ppo_max_token_len_per_gpu: int = 16384  # real (prompt + response) tokens per micro-batch with use_dynamic_bsz
     autocast_dtype: str = "fp32"  # fp32 | bf16: torch.autocast for the actor/ref passes (fp32 weights kept)
     skip_old_log_prob_on_policy: bool = True  # one epoch, one mini-batch: old_log_probs = current ones (no extra pass)
-    ppo_epochs: int = 1  # passes over each batch of responses
+    # passes over each batch of responses
+    ppo_epochs: int = field(default=1, metadata={"api": ("DataConfig.num_rollout_steps", "train.ppo_epochs")})
     shuffle: bool = False  # shuffle rows before cutting mini-batches (seeded by the step)
     clip_ratio: float = 0.2  # PPO clip epsilon: the losses read clip_ratio_low/high (a dict without them: this)
     clip_ratio_low: float = 0.2  # ratio lower bound 1 - clip_ratio_low
@@ -162,7 +166,8 @@ class ActorConfig(BaseConfig):
     clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages (dppo_*: the ratio's truncation cap)
     # token-mean | token-sum | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm (Dr. GRPO: / (G L))
     loss_agg_mode: str = "token-mean"
-    entropy_coeff: float = 0.0  # entropy bonus weight in the actor loss
+    # entropy bonus weight in the actor loss
+    entropy_coeff: float = field(default=0.0, metadata={"api": ("EngineConfig.entropy_coeff",)})
     use_kl_loss: bool = False  # KL to the reference as a loss term (GRPO paper style)
     kl_loss_coef: float = 0.001  # weight of the KL loss term (use_kl_loss)
     kl_loss_type: str = "low_var_kl"  # kl | abs | mse | low_var_kl
@@ -170,7 +175,11 @@ class ActorConfig(BaseConfig):
     # algorithm.rollout_correction.rollout_is=token with rollout_is_threshold=cap; setting both is an error)
     tis_imp_ratio_cap: float = -1
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)  # the loss function and its knobs
-    optim: FSDPOptimizerConfig = field(default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-6))  # AdamW
+    # AdamW
+    optim: FSDPOptimizerConfig = field(
+        default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-6),
+        metadata={"api": {"lr": ("OptimConfig.actor_lr", "train.lr")}},
+    )
     trust_region: TrustRegionConfig = field(default_factory=TrustRegionConfig)  # update-size control (KL to pi_old)
     # deprecated in verl: responses per micro-batch over all workers; sets ppo_micro_batch_size_per_gpu = it // workers
     ppo_micro_batch_size: int | None = None
@@ -246,7 +255,8 @@ class ActorConfig(BaseConfig):
 class FSDPActorConfig(ActorConfig):
     """The actor of the data-parallel (FSDP2) worker: gradient clipping and sharding on top of `ActorConfig`."""
 
-    grad_clip: float = 1.0  # max global gradient norm; a non-finite norm skips the optimizer step
+    # max global gradient norm; a non-finite norm skips the optimizer step
+    grad_clip: float = field(default=1.0, metadata={"api": ("OptimConfig.grad_clip",)})
     # Ulysses sequence parallelism: not implemented (> 1 warns; whole sequences per worker)
     ulysses_sequence_parallel_size: int = 1
     fsdp_config: FSDPEngineConfig = field(default_factory=FSDPEngineConfig)  # FSDP2 sharding (trainer.backend=ray)

@@ -22,7 +22,18 @@ class ActorRolloutRefConfig(BaseConfig):
     model: HFModelConfig = field(default_factory=HFModelConfig)  # the policy model
     actor: FSDPActorConfig = field(default_factory=FSDPActorConfig)  # the policy update
     ref: RefConfig = field(default_factory=RefConfig)  # the reference policy
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the sampler
+    # the sampler
+    rollout: RolloutConfig = field(
+        default_factory=RolloutConfig,
+        metadata={
+            "api": {
+                "n": ("DataConfig.responses_per_prompt", "train.responses_per_prompt"),
+                "temperature": ("EngineConfig.temperature",),
+                "top_p": ("EngineConfig.top_p",),
+                "top_k": ("EngineConfig.top_k",),
+            }
+        },
+    )
     # no effect: collective timeout of verl's workers, seconds (here: ray_init.dist_timeout_s; another value warns)
     nccl_timeout: int = 600
     # older verl key (one profiler for the whole role group): no effect, profiling is not wired

@@ -35,9 +35,11 @@ class CriticConfig(BaseConfig):
     enable_resource_pool: bool = False  # ray: the critic on its own processes (else colocated with the actor)
     nnodes: int = 1  # with enable_resource_pool: the critic's own nodes
     n_gpus_per_node: int = 1  # with enable_resource_pool: the critic's processes per node
+    # the critic's AdamW (value head and body)
     optim: FSDPOptimizerConfig = field(
-        default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-5)
-    )  # the critic's AdamW (value head and body)
+        default_factory=lambda: FSDPOptimizerConfig(lr=1.0e-5),
+        metadata={"api": {"lr": ("OptimConfig.critic_lr", "train.critic_lr")}},
+    )
     ppo_mini_batch_size: int = 16  # prompts per critic optimizer step
     # responses per forward/backward (null: only with the deprecated ppo_micro_batch_size)
     ppo_micro_batch_size_per_gpu: int | None = 128
@@ -84,7 +86,8 @@ class FSDPCriticConfig(CriticConfig):
         "forward_micro_batch_size_per_gpu",
     }
 
-    grad_clip: float = 1.0  # max global gradient norm; a non-finite norm skips the optimizer step
+    # max global gradient norm; a non-finite norm skips the optimizer step
+    grad_clip: float = field(default=1.0, metadata={"api": ("OptimConfig.grad_clip",)})
     ulysses_sequence_parallel_size: int = 1  # Ulysses sequence parallelism: not implemented (> 1 warns)
     # deprecated in verl: sets forward_micro_batch_size_per_gpu = it // workers (follows ppo_micro_batch_size)
     forward_micro_batch_size: int | None = None

@@ -33,7 +33,10 @@ class MtpConfig(BaseConfig):
 class HFModelConfig(BaseConfig):
     """The policy (``actor_rollout_ref.model``): one HF causal-LM directory shared by actor, rollout and reference."""
 
-    path: str = "~/models/deepseek-llm-7b-chat"  # any local HF model directory (builtin://<name>: a shipped one)
+    # any local HF model directory (builtin://<name>: a shipped one)
+    path: str = field(
+        default="~/models/deepseek-llm-7b-chat", metadata={"api": ("model.pretrained_model_name_or_path",)}
+    )
     dtype: str = "fp32"  # fp32 | bf16
     enable_gradient_checkpointing: bool = True  # recompute activations in backward: less memory, ~30% more compute
     use_remove_padding: bool = True  # packed (padding-free) log-prob/update passes; docs/performance.md

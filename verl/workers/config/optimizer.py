@@ -24,10 +24,13 @@ class OptimizerConfig(BaseConfig):
 
     lr: float = 1.0e-3  # AdamW learning rate
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW betas
-    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    # AdamW decoupled weight decay
+    weight_decay: float = field(default=0.01, metadata={"api": ("OptimConfig.weight_decay",)})
     lr_warmup_steps: int | None = -1  # -1 or null: use lr_warmup_steps_ratio
-    lr_warmup_steps_ratio: float = 0.0  # warmup steps as a share of total_training_steps
-    lr_scheduler_type: str = "constant"  # constant | cosine (after the warmup)
+    # warmup steps as a share of total_training_steps
+    lr_warmup_steps_ratio: float = field(default=0.0, metadata={"api": ("OptimConfig.lr_warmup_steps_ratio",)})
+    # constant | cosine (after the warmup)
+    lr_scheduler_type: str = field(default="constant", metadata={"api": ("OptimConfig.warmup_style",)})
     warmup_style: str | None = None  # deprecated in verl: sets lr_scheduler_type when given
     min_lr_ratio: float | None = None  # cosine: the final lr as a share of lr (null: 0.0)
     num_cycles: float = 0.5  # cosine: cycles over the decay; 0.5 decays once from lr to lr * min_lr_ratio
