@@ -34,6 +34,7 @@ def main() -> None:
     config = load_config(
         "sft_trainer",
         [
+            "recipe=sft_quickstart",  # the built-in task's tuned settings, on this model and data
             f"model.partial_pretrain={model_dir}",
             f"data.train_files={files['train']}",
             f"data.val_files={files['test']}",

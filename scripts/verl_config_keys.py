@@ -35,13 +35,36 @@ def leaf_keys(tree: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield path, value
 
 
-def extract(text: str, source: str) -> str:
-    """A fixture: a header naming the source and the command, then ``key: default`` per leaf (a flat YAML mapping)."""
-    flat = dict(leaf_keys(yaml.safe_load(text)))
+def read_yaml(text: str) -> dict:
+    """A YAML file's mapping as hydra reads it (OmegaConf's loader: ``1e-5`` is a number, not a string), with its
+    ``${...}`` interpolations left as text."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.create(text or "{}"), resolve=False)
+
+
+def compose(text: str, groups: dict[str, str]) -> dict:
+    """A config file with its hydra defaults list applied: each ``groups`` entry (section name -> that group's YAML
+    text) placed under its section, the file's own keys merged over them (``_self_`` last), ``defaults`` dropped."""
+    from omegaconf import OmegaConf
+
+    own = read_yaml(text)
+    own.pop("defaults", None)
+    sections = OmegaConf.create({name: read_yaml(group) for name, group in groups.items()})
+    return OmegaConf.to_container(OmegaConf.merge(sections, OmegaConf.create(own)), resolve=False)
+
+
+def extract(text: str, source: str, groups: dict[str, str] | None = None) -> str:
+    """A fixture: a header naming the source and the command, then ``key: default`` per leaf (a flat YAML mapping).
+    ``groups`` (section -> YAML text of the group its defaults list names) composes the file first."""
+    flat = dict(leaf_keys(compose(text, groups or {})))
+    composed = f", its defaults list ({', '.join(groups)}) composed," if groups else ""
+    option = " --group <section>=<group file> ..." if groups else ""
     head = [
-        f"# Every leaf key of {source} with its default ({len(flat)} keys; hydra's _target_ class paths left out).",
-        "# Generated, do not edit: git show <commit>:<path> | python scripts/verl_config_keys.py extract --source "
-        "'<source>' -",
+        f"# Every leaf key of {source}{composed} with its default ({len(flat)} keys; hydra's _target_ class paths "
+        "left out).",
+        f"# Generated, do not edit: git show <commit>:<path> | python scripts/verl_config_keys.py extract --source "
+        f"'<source>'{option} -",
     ]
     body = yaml.safe_dump(flat, sort_keys=False, default_flow_style=None, width=1000, allow_unicode=True)
     return "\n".join(head) + "\n" + body
@@ -79,13 +102,25 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("extract", help="print a fixture of a verl YAML file's leaf keys")
     ex.add_argument("yaml", help="the YAML file, or - for stdin")
     ex.add_argument("--source", required=True, help="where the file comes from (named in the fixture's header)")
+    ex.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="SECTION=FILE",
+        help="a group of the file's defaults list (e.g. optim=optim/fsdp.yaml), composed under SECTION; repeatable",
+    )
     ch = sub.add_parser("check", help="the share of a fixture's keys that load_config('ppo_trainer') accepts")
     ch.add_argument("fixtures", nargs="+")
     ch.add_argument("--verbose", action="store_true", help="print every rejected key with its error")
     args = parser.parse_args(argv)
     if args.command == "extract":
         text = sys.stdin.read() if args.yaml == "-" else open(args.yaml).read()
-        sys.stdout.write(extract(text, args.source))
+        groups = {}
+        for spec in args.group:
+            section, _, path = spec.partition("=")
+            with open(path) as f:
+                groups[section] = f.read()
+        sys.stdout.write(extract(text, args.source, groups))
         return 0
     logging.disable(logging.WARNING)  # a ported key's warning is not a rejection
     failed = False

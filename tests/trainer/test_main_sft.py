@@ -12,6 +12,7 @@ from verl.trainer.main_sft import main, run_sft
 from verl.utils.config import load_config
 
 SMALL = [
+    "recipe=sft_quickstart",  # the built-in task's settings, on the test's own tiny model
     "data.train_files=builtin://arithmetic/train?train_size=256",
     "data.val_files=builtin://arithmetic/test?test_size=32",
     "data.train_batch_size=32",

@@ -20,6 +20,7 @@ from verl.utils.model import load_causal_lm, load_tokenizer
 peft = pytest.importorskip("peft")
 
 SMALL = [
+    "recipe=sft_quickstart",  # the built-in task's settings, on the test's own tiny model
     "data.train_files=builtin://arithmetic/train?train_size=256",
     "data.val_files=builtin://arithmetic/test?test_size=32",
     "data.train_batch_size=32",

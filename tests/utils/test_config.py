@@ -10,7 +10,7 @@ def test_defaults_overrides_and_files(tmp_path):
     assert cfg.optim.lr == 1e-4  # YAML 1.1 reads 1e-4 as a string; a float key still takes it
     assert cfg.trainer.seed == 9  # the command line beats the file
     assert list(cfg.data.train_files) == ["a.parquet", "b.parquet"]
-    assert cfg.trainer.default_local_dir.endswith("verl-sft/arithmetic-tiny-qwen2")  # interpolation resolved
+    assert cfg.trainer.default_local_dir == "checkpoints/gsm8k-sft/test"  # interpolation resolved (verl's names)
 
 
 @pytest.mark.parametrize(

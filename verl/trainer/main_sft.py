@@ -2,10 +2,14 @@
 
     python -m verl.trainer.main_sft                                   # tiny Qwen2 on built-in 2-digit addition
     python -m verl.trainer.main_sft model.partial_pretrain=/models/Qwen2.5-0.5B-Instruct \\
-        data.train_files=~/data/gsm8k/train.parquet data.val_files=~/data/gsm8k/test.parquet
+        data.train_files=~/data/gsm8k/train.parquet data.val_files=~/data/gsm8k/test.parquet \\
+        data.prompt_key=prompt data.response_key=extra_info.answer optim.lr=1e-5
     python -m verl.trainer.main_sft model.lora_rank=16                # LoRA: trains and saves the adapters alone
     python -m verl.trainer.main_sft data.multiturn.enable=true model.partial_pretrain=builtin://tiny-qwen2?tools=true \\
         data.train_files=builtin://calc_multiply/train data.val_files=builtin://calc_multiply/test?size=100
+
+The bare command and runs on built-in models and data get the ``sft_quickstart`` recipe (the tuned values); a run
+on a model or data of its own gets verl's SFT defaults (docs/recipes.md).
 
 Loss on response tokens only (token mean over the global batch), AdamW, warmup + cosine, gradient clipping,
 micro-batches with gradient accumulation; validation loss and greedy task accuracy; HF checkpoints. Multi-turn

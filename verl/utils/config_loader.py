@@ -320,7 +320,7 @@ def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping
     sources.append(("overrides", list((overrides or {}).items())))
     recipe = choose_recipe(name, {k: v for _, items in sources for k, v in _flatten(items)})
     if recipe is not None:
-        for key, value in load_yaml(recipe_path(recipe)).items():
+        for key, value in load_yaml(recipe_path(recipe, name)).items():
             loader.set(str(key), value, source=f"recipe {recipe!r}")
     if "recipe" in _field_hints(loader.root):
         loader.set("recipe", recipe or "none", source="recipe")
@@ -339,17 +339,21 @@ def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping
 RECIPE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "trainer", "config", "recipes")
 
 
-def recipe_names() -> list[str]:
-    """The recipes shipped with verl (``verl/trainer/config/recipes/<name>.yaml``)."""
-    return sorted(f[: -len(".yaml")] for f in os.listdir(RECIPE_DIR) if f.endswith(".yaml"))
+def recipe_names(job: str | None = None) -> list[str]:
+    """The recipes shipped with verl (``verl/trainer/config/recipes/<name>.yaml``); with ``job``, those its schema
+    module lists in ``RECIPES`` (all of them where it lists none)."""
+    names = sorted(f[: -len(".yaml")] for f in os.listdir(RECIPE_DIR) if f.endswith(".yaml"))
+    own = getattr(importlib.import_module(JOBS[job][0]), "RECIPES", None) if job is not None else None
+    return names if own is None else [n for n in names if n in own]
 
 
-def recipe_path(recipe: str) -> str:
-    """The YAML file of a recipe: a shipped recipe's name, or a path to a YAML file of overrides."""
+def recipe_path(recipe: str, job: str | None = None) -> str:
+    """The YAML file of a recipe: a shipped recipe's name (with ``job``: one of that job's), or a path to a YAML file
+    of overrides."""
     if recipe.endswith((".yaml", ".yml")) or os.sep in recipe:
         return recipe
-    if recipe not in recipe_names():
-        raise ConfigError(f"unknown recipe {recipe!r}: one of {recipe_names()}, a YAML file, or none")
+    if recipe not in recipe_names(job):
+        raise ConfigError(f"unknown recipe {recipe!r}: one of {recipe_names(job)}, a YAML file, or none")
     return os.path.join(RECIPE_DIR, f"{recipe}.yaml")
 
 

@@ -21,7 +21,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from verl.utils.config_dict import schema_api_names
-from verl.utils.config_loader import _field_hints, _is_group, default_config, job_schema
+from verl.utils.config_loader import _field_hints, _is_free_form, _is_group, default_config, job_schema
 
 JOBS = (
     ("ppo_trainer", "`python -m verl.trainer.main_ppo` (`verl ppo`), the tuner's trials and the Python API"),
@@ -95,17 +95,77 @@ def _cell(text: str) -> str:
     return text.replace("|", "&#124;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _verl_key_lists(job: str) -> list[str]:
+    """verl's key lists shipped beside job ``job``'s schema: ``verl_<job>_keys.yaml`` (verl's current config) and,
+    where verl also has an older layout of the job, ``verl_<job>_legacy_keys.yaml``; the ones that exist."""
+    module = importlib.import_module(job_schema(job).__module__)
+    folder = os.path.dirname(module.__file__)
+    paths = [os.path.join(folder, f"verl_{job}{kind}_keys.yaml") for kind in ("", "_legacy")]
+    return [path for path in paths if os.path.exists(path)]
+
+
+def _resolved_defaults(path: str) -> dict:
+    """``{dotted key: verl's default}`` of one key list, interpolations resolved within verl's own tree."""
+    with open(path) as f:
+        flat = yaml.safe_load(f)
+    tree = OmegaConf.create({})
+    for key, value in flat.items():
+        OmegaConf.update(tree, key, value, force_add=True)
+    resolved = OmegaConf.create(OmegaConf.to_container(tree, resolve=True, throw_on_missing=False))
+    return {key: _plain(OmegaConf.select(resolved, key, throw_on_missing=False)) for key in flat}
+
+
+def _plain(value):
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def verl_defaults(job: str) -> dict | None:
+    """``{dotted key: verl's default}`` from the key lists shipped beside job ``job``'s schema (None: it ships none):
+    verl's current config, and for a key only the legacy layout has, the legacy one's."""
+    paths = _verl_key_lists(job)
+    if not paths:
+        return None
+    out: dict = {}
+    for path in reversed(paths):  # the current list last: its default wins where both have a key
+        out.update(_resolved_defaults(path))
+    return out
+
+
+def _schema_has(root: type, key: str) -> bool:
+    """Whether the schema tree ``root`` has ``key``: a field, or any key under a free-form (``dict``) field."""
+    hint = root
+    for part in key.split("."):
+        if _is_free_form(hint):
+            return True
+        if not _is_group(hint) or part not in _field_hints(hint):
+            return False
+        hint = _field_hints(hint)[part]
+    return True
+
+
+def verl_default_differences(job: str) -> dict[str, tuple]:
+    """``{key: (our default, verl's default)}`` for each key of job ``job`` whose schema default differs from verl's
+    (a list of one item equals its item; verl's ``???``, "must be set", equals any value; a key under a free-form
+    group that ours leaves empty is null). Keys of verl's that the schema lacks are left out."""
+    ours = OmegaConf.create(OmegaConf.to_container(default_config(job), resolve=True))
+    out = {}
+    for key, theirs in (verl_defaults(job) or {}).items():
+        if not _schema_has(job_schema(job), key):
+            continue
+        mine = _plain(OmegaConf.select(ours, key))
+        if mine != theirs and mine != [theirs] and not (theirs == "???" and mine is not None):
+            out[key] = (mine, theirs)
+    return out
+
+
 def verl_marks(job: str) -> dict[str, str] | None:
     """``{key: "verl" | "ours" | "exception: why"}`` for a job whose module ships verl's key list beside it."""
-    module = importlib.import_module(job_schema(job).__module__)
-    path = os.path.join(os.path.dirname(module.__file__), f"verl_{job}_keys.yaml")
-    if not os.path.exists(path):
+    defaults = verl_defaults(job)
+    if defaults is None:
         return None
-    with open(path) as f:
-        verl_keys = set(yaml.safe_load(f))
-    exceptions = getattr(module, "VERL_DEFAULT_EXCEPTIONS", {})
+    exceptions = getattr(importlib.import_module(job_schema(job).__module__), "VERL_DEFAULT_EXCEPTIONS", {})
     return {
-        key: f"exception: {exceptions[key]}" if key in exceptions else "verl" if key in verl_keys else "ours"
+        key: f"exception: {exceptions[key]}" if key in exceptions else "verl" if key in defaults else "ours"
         for key, _, group in key_rows(job_schema(job))
         if not group
     }
@@ -152,10 +212,11 @@ def reference() -> str:
         "Generated from the schemas (`verl/trainer/config/`, `verl/workers/config/`) by",
         "`python -m verl.utils.config_reference > docs/config_reference.md` (a test checks it is current). How to set",
         "keys: [config.md](config.md). `${a.b}` is a default taken from key `a.b`. The defaults are verl's for verl's",
-        "keys; the built-in task's tuned values are the `quickstart` recipe ([recipes.md](recipes.md)). *API*: the",
-        "key's names in the Python API ([python_api.md](python_api.md)): `DataConfig.*`, `EngineConfig.*` and",
-        "`OptimConfig.*` are `PPOTrainer`'s argument groups, `model.*` and `train.*` the dict config's aliases; a",
-        "name on several keys sets them all. They are the `api` metadata of the schema's fields.",
+        "keys; the built-in task's tuned values are the `quickstart` recipe (`sft_quickstart` for SFT,",
+        "[recipes.md](recipes.md)). *API*: the key's names in the Python API ([python_api.md](python_api.md)):",
+        "`DataConfig.*`, `EngineConfig.*` and `OptimConfig.*` are `PPOTrainer`'s argument groups, `model.*` and",
+        "`train.*` the dict config's aliases; a name on several keys sets them all. They are the `api` metadata of",
+        "the schema's fields.",
         "",
     ]
     return "\n".join(head) + "\n" + "\n".join(render(job, command) for job, command in JOBS)

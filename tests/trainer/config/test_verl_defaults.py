@@ -7,41 +7,16 @@ default differs must be listed, with its reason, in ``VERL_DEFAULT_EXCEPTIONS``.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
 from verl.trainer.config import ppo_trainer
-from verl.utils.config import ConfigError, default_config, load_config, recipe_path
-
-VERL_KEYS = os.path.join(os.path.dirname(ppo_trainer.__file__), "verl_ppo_trainer_keys.yaml")
-
-
-def verl_defaults() -> dict:
-    """``{dotted key: verl's default}``, interpolations resolved within verl's own tree."""
-    with open(VERL_KEYS) as f:
-        flat = yaml.safe_load(f)
-    tree = OmegaConf.create({})
-    for key, value in flat.items():
-        OmegaConf.update(tree, key, value, force_add=True)
-    resolved = OmegaConf.create(OmegaConf.to_container(tree, resolve=True, throw_on_missing=False))
-    return {key: _plain(OmegaConf.select(resolved, key, throw_on_missing=False)) for key in flat}
-
-
-def _plain(value):
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+from verl.utils.config import ConfigError, load_config, recipe_path
+from verl.utils.config_reference import verl_default_differences
 
 
 def differences() -> dict[str, tuple]:
-    ours = OmegaConf.create(OmegaConf.to_container(default_config("ppo_trainer"), resolve=True))
-    out = {}
-    for key, theirs in verl_defaults().items():
-        mine = _plain(OmegaConf.select(ours, key))
-        if mine != theirs and mine != [theirs] and not (theirs == "???" and mine is not None):
-            out[key] = (mine, theirs)
-    return out
+    return verl_default_differences("ppo_trainer")
 
 
 def test_every_verl_key_has_verl_default_or_an_argued_exception():

@@ -208,6 +208,8 @@ class PPOTrainerConfig(BaseConfig):
 
 # The recipe a run gets when it names none and trains a built-in model on built-in data (docs/recipes.md).
 DEFAULT_RECIPE = "quickstart"
+# The shipped recipes written for this job (recipe=<name>).
+RECIPES = ("quickstart",)
 # A run that sets one of these to a path of its own is the user's task: verl's defaults, no recipe.
 USER_TASK_KEYS = ("actor_rollout_ref.model.path", "data.train_files", "data.val_files")
 
