@@ -87,6 +87,24 @@ def ray_processes() -> set[str]:
     return {line.strip() for line in ps if any(k in line for k in ("raylet", "gcs_server", "ray::", "ray/_private"))}
 
 
+def started_by(line: str, tmp_path) -> bool:
+    """Whether the process of ``ps`` line ``line`` belongs to this test's Ray: its session (logs included) lives
+    under ``tmp_path``, and every Ray daemon and worker keeps files open there, orphaned ones too. Another test's or
+    another session's Ray has its files elsewhere. (The environment is no guide: a long process title overwrites it.)"""
+    root, fd_dir = os.path.realpath(tmp_path), f"/proc/{line.split()[0]}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:  # it exited meanwhile (or is not ours to read)
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)).startswith(root):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def before_run() -> tuple[set[str], set[str]]:
     return set(glob.glob(os.path.join(tempfile.gettempdir(), "verl-ray-*"))), ray_processes()
 
@@ -98,7 +116,7 @@ def no_ray_left(tmp_path, before: tuple[set[str], set[str]]) -> None:
     # this run's links point into its tmp_path (another test's Ray may run beside it under pytest-xdist)
     assert not [link for link in new_links if os.path.realpath(link).startswith(os.path.realpath(tmp_path))]
     for _ in range(50):  # Ray's last processes exit asynchronously after the driver
-        left = ray_processes() - procs
+        left = {line for line in ray_processes() - procs if started_by(line, tmp_path)}
         if not left:
             break
         time.sleep(0.1)
