@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from verl.engine import (
     DynamicGammaScheduler,
@@ -15,11 +14,14 @@ from verl.engine import (
 )
 from verl.engine.callbacks import apply_reward_hooks, as_callback, run_callbacks
 from verl.protocol import DataProto
+from verl.trainer.config.algorithm import AlgoConfig
+from verl.trainer.config.ppo_trainer import PPOTrainerConfig
+from verl.utils.config import replace_keys
 
 
 class FakeTrainer:
     def __init__(self, gamma: float = 0.99):
-        self.config = OmegaConf.create({"algorithm": {"gamma": gamma}, "actor_rollout_ref": {"ref": {"enable": None}}})
+        self.config = PPOTrainerConfig(algorithm=AlgoConfig(gamma=gamma))  # ref.enable: None, the schema's default
         self.global_steps = 3
         self.stop_reason = None
 
@@ -45,10 +47,11 @@ def test_kl_filter_drops_exactly_the_tokens_over_the_threshold():
 
 
 def test_kl_filter_needs_the_reference_policy():
-    cfg = OmegaConf.create({"actor_rollout_ref": {"ref": {"enable": None}}})
-    KLFilterCallback().configure(cfg)
-    assert cfg.actor_rollout_ref.ref.enable is True
-    cfg.actor_rollout_ref.ref.enable = False
+    cfg = FakeTrainer().config
+    configured = KLFilterCallback().configure(cfg)
+    assert configured.actor_rollout_ref.ref.enable is True
+    assert cfg.actor_rollout_ref.ref.enable is None  # a changed copy: the loaded config stays as it is
+    cfg = replace_keys(cfg, {"actor_rollout_ref.ref.enable": False})
     with pytest.raises(ValueError, match="ref.enable=false"):
         KLFilterCallback().configure(cfg)
     b = step_batch()

@@ -4,10 +4,9 @@ import os
 from dataclasses import dataclass
 
 import pytest
-from omegaconf import OmegaConf
 
 from verl.base_config import BaseConfig
-from verl.utils.config import job_schema, load_config
+from verl.utils.config import job_schema, load_config, select
 from verl.utils.config_reference import JOBS, field_comments, key_rows, reference
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,7 +24,7 @@ def test_every_key_is_listed_and_commented(job):
     loaded = load_config(job)
     leaves = [k for k, _, group in key_rows(job_schema(job)) if not group]
     missing = object()
-    assert leaves and all(OmegaConf.select(loaded, k, default=missing) is not missing for k in leaves)
+    assert leaves and all(select(loaded, k, default=missing) is not missing for k in leaves)
     uncommented = [k for k, c in rows.items() if not c]
     assert not uncommented, f"{job} keys without a comment: {uncommented}"
 

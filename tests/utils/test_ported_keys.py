@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from verl.trainer.main_ppo import check_config, warn_unimplemented_choices
-from verl.utils.config import ConfigError, load_config
+from verl.utils.config import ConfigError, load_config, merge_config, replace_keys, to_yaml
 from verl.utils.ported_keys import ERROR_UNLESS, WARN_UNLESS, apply_deprecated_micro_batch_sizes, apply_ported_keys
 
 # the keys of verl's quickstart (docs/start/quickstart) and examples/grpo_trainer/run_qwen2-7b.sh, as their users type them
@@ -72,12 +72,11 @@ VERL_GRPO_EXTRA = [
 
 
 def test_verl_quickstart_and_grpo_example_keys_load_and_pass_the_checks():
-    config = load_config("ppo_trainer", VERL_QUICKSTART + VERL_GRPO_EXTRA)
-    apply_deprecated_micro_batch_sizes(config)
+    config = load_config("ppo_trainer", VERL_QUICKSTART + VERL_GRPO_EXTRA)  # ported keys applied as it loads
     if importlib.util.find_spec("vllm") is None:  # verl's examples roll out with vLLM: without it, one clear error
         with pytest.raises(ConfigError, match="rollout.name=vllm but vLLM is not installed: pip install vllm"):
             check_config(config)
-        config.actor_rollout_ref.rollout.name = "hf"
+        config = replace_keys(config, {"actor_rollout_ref.rollout.name": "hf"})
     check_config(config)
     messages = warn_unimplemented_choices(config)
     # epochs are not what sets the length here, said once; nothing else warns
@@ -101,7 +100,7 @@ def test_rollout_mode_async_runs_without_a_warning_and_another_mode_is_an_error(
 
 
 def test_deprecated_global_micro_batch_sizes_split_over_the_workers_as_in_verl(caplog):
-    config = load_config(
+    config = merge_config(  # the merged DictConfig that load_config's PREPARE step (apply_ported_keys) changes
         "ppo_trainer",
         [
             "actor_rollout_ref.actor.ppo_micro_batch_size=64",
@@ -120,11 +119,11 @@ def test_deprecated_global_micro_batch_sizes_split_over_the_workers_as_in_verl(c
     assert len(messages) == 3 and "set actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu instead" in messages[0]
     assert "deprecated" in caplog.text
 
-    too_small = load_config(
-        "ppo_trainer", ["actor_rollout_ref.actor.ppo_micro_batch_size=1", "trainer.n_gpus_per_node=2"]
-    )
+    too_small = ["actor_rollout_ref.actor.ppo_micro_batch_size=1", "trainer.n_gpus_per_node=2"]
     with pytest.raises(ConfigError, match="ppo_micro_batch_size=1 .* 2 workers"):
-        apply_deprecated_micro_batch_sizes(too_small)
+        apply_deprecated_micro_batch_sizes(merge_config("ppo_trainer", too_small))
+    with pytest.raises(ConfigError, match="ppo_micro_batch_size=1 .* 2 workers"):
+        load_config("ppo_trainer", too_small)  # load_config runs it
 
 
 @pytest.mark.parametrize(
@@ -259,19 +258,17 @@ def test_optim_clip_grad_is_an_error_unless_the_roles_grad_clip_holds_it():
 
 
 def test_older_spellings_map_onto_the_keys_that_run(caplog):
-    config = load_config(
-        "ppo_trainer",
-        [
-            "actor_rollout_ref.actor.optim.warmup_style=cosine",
-            "ray_kwargs.ray_init.num_cpus=3",
-            "ray_kwargs.ray_init.runtime_env={env_vars: {A: '1'}}",
-            "ray_kwargs.timeline_json_file=/tmp/t.json",
-            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",
-            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null",
-            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
-            "critic.ppo_micro_batch_size=8",
-        ],
-    )
+    argv = [
+        "actor_rollout_ref.actor.optim.warmup_style=cosine",
+        "ray_kwargs.ray_init.num_cpus=3",
+        "ray_kwargs.ray_init.runtime_env={env_vars: {A: '1'}}",
+        "ray_kwargs.timeline_json_file=/tmp/t.json",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true",
+        "critic.ppo_micro_batch_size=8",
+    ]
+    config = merge_config("ppo_trainer", argv)  # the DictConfig that load_config's PREPARE step changes
     with caplog.at_level(logging.WARNING):
         messages = apply_ported_keys(config)
     optim = config.actor_rollout_ref.actor.optim
@@ -289,6 +286,7 @@ def test_older_spellings_map_onto_the_keys_that_run(caplog):
         "ray_kwargs.ray_init.runtime_env",
     ]
     assert all(m in caplog.text for m in messages)
+    assert to_yaml(load_config("ppo_trainer", argv)) == to_yaml(config)  # what load_config returns: these keys
 
 
 def test_ignore_eos_samples_to_the_response_length():

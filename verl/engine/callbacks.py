@@ -28,13 +28,15 @@ HOOKS = ("on_rewards", "on_advantages", "on_validation", "on_step_end")
 class StepCallback:
     """Subclass and override what you need; the controller calls these on every step, in this order.
 
-    ``configure(config)``: once, before the workers are built; may change the config tree (e.g. enable the
-    reference policy a callback needs).
+    ``configure(config)``: once, before the workers are built; returns the config to run with, a changed copy of
+    ``config`` (``verl.utils.config.replace_keys``, e.g. the reference policy a callback needs switched on), or
+    None to keep it (the loaded config is frozen: it cannot change in place).
     ``on_rewards(trainer, batch, metrics)``: after scoring, log-probs, reference log-probs, values and the rewards
     (``token_level_rewards`` = ``token_level_scores / algorithm.reward_temp`` - KL penalty), before advantages. The
     batch holds ``old_log_probs``, ``ref_log_prob`` and ``token_level_kl`` (when a reference policy is loaded),
-    ``values`` (with a critic), ``token_level_scores``, ``token_level_rewards``, ``response_mask``. Changing
-    ``trainer.config.algorithm.gamma`` / ``.lam`` here changes this step's advantages.
+    ``values`` (with a critic), ``token_level_scores``, ``token_level_rewards``, ``response_mask``. Replacing
+    ``trainer.config`` with a copy of another ``algorithm.gamma`` / ``.lam`` here (``replace_keys``) changes this
+    step's advantages.
     ``on_advantages(trainer, batch, metrics)``: after advantages (``advantages``, ``returns``), before the critic and
     actor updates; change tensors in place (e.g. ``response_mask``) to change what the updates see.
     ``on_validation(trainer, metrics)``: after each validation, with its ``val-core/*`` and ``eval/*`` metrics.
@@ -44,7 +46,7 @@ class StepCallback:
     Metrics a callback adds to ``metrics`` are logged with the step (by convention under ``callbacks/``).
     """
 
-    def configure(self, config: Any) -> None:
+    def configure(self, config: Any) -> Any:
         return None
 
     def on_rewards(self, trainer: Any, batch: Any, metrics: dict[str, Any]) -> None:
@@ -215,14 +217,16 @@ class KLFilterCallback(StepCallback):
     def __init__(self, threshold: float = 0.5):
         self.threshold = float(threshold)
 
-    def configure(self, config: Any) -> None:
+    def configure(self, config: Any) -> Any:
+        from verl.utils.config import replace_keys
+
         ref = config.actor_rollout_ref.ref
         if ref.enable is False:
             raise ValueError(
                 "KLFilterCallback needs the reference policy, but actor_rollout_ref.ref.enable=false: set it to true "
                 "(or null)"
             )
-        ref.enable = True
+        return replace_keys(config, {"actor_rollout_ref.ref.enable": True})
 
     def on_advantages(self, trainer: Any, batch: Any, metrics: dict[str, Any]) -> None:
         b = batch.batch
@@ -255,14 +259,16 @@ class DynamicGammaScheduler(StepCallback):
         self.high_var, self.low_gamma, self.base_gamma = float(high_var), float(low_gamma), base_gamma
 
     def on_rewards(self, trainer: Any, batch: Any, metrics: dict[str, Any]) -> None:
-        alg = trainer.config.algorithm
+        from verl.utils.config import replace_keys
+
         if self.base_gamma is None:
-            self.base_gamma = float(alg.gamma)
+            self.base_gamma = float(trainer.config.algorithm.gamma)
         scores = batch.batch["token_level_scores"].sum(-1).float()
         var = float(scores.var(unbiased=False)) if scores.numel() > 1 else 0.0
-        alg.gamma = self.low_gamma if var > self.high_var else float(self.base_gamma)
+        gamma = self.low_gamma if var > self.high_var else float(self.base_gamma)
+        trainer.config = replace_keys(trainer.config, {"algorithm.gamma": gamma})  # the loaded config stays as it is
         metrics["callbacks/reward_var"] = var
-        metrics["callbacks/gamma"] = float(alg.gamma)
+        metrics["callbacks/gamma"] = gamma
 
 
 class RewardAwareEarlyStopping(StepCallback):

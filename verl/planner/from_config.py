@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from verl.planner.hardware import Device
 from verl.planner.memory import FP32, PlanInputs
 from verl.planner.shapes import ModelShape, shape_from_model_path
+from verl.utils.config import select
 
 _BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2}
 
@@ -23,7 +22,7 @@ def dtype_bytes(name: Any, default: int) -> int:
 
 def _get(node: Any, dotted: str, default: Any = None) -> Any:
     """``node``'s value at ``dotted`` (a loaded config's node), or ``default`` when it is missing or null."""
-    value = OmegaConf.select(node, dotted, default=None)
+    value = select(node, dotted, default=None)
     return default if value is None else value
 
 

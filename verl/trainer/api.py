@@ -25,8 +25,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from verl.engine.callbacks import as_callback
 from verl.trainer.api_rewards import (  # noqa: F401 (the API's reward helpers, importable from here)
     NAMED_REWARDS,
@@ -35,8 +33,17 @@ from verl.trainer.api_rewards import (  # noqa: F401 (the API's reward helpers, 
     resolve_reward,
     wrap_reward_function,
 )
+from verl.trainer.config.ppo_trainer import PPOTrainerConfig
 from verl.utils.config_dict import api_table, flatten_leaves, ppo_dict_to_overrides
-from verl.utils.config_loader import ConfigError, UnknownConfigKeyError, _closest, default_config, load_config
+from verl.utils.config_loader import (
+    ConfigError,
+    UnknownConfigKeyError,
+    _closest,
+    default_config,
+    load_config,
+    replace_keys,
+    to_container,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -202,15 +209,15 @@ class RLTrainer:
 
     def __init__(
         self,
-        config: DictConfig | None = None,
+        config: PPOTrainerConfig | Any | None = None,
         *,
         overrides: Mapping[str, Any] | None = None,
         reward_model: Any = None,
         output_dir: str | None = None,
     ):
         reward_overrides, self.compute_score = resolve_reward(reward_model)
-        base = flatten_leaves(OmegaConf.to_container(config, resolve=True)) if config is not None else {}
-        defaults = flatten_leaves(OmegaConf.to_container(load_config("ppo_trainer"), resolve=True))
+        base = flatten_leaves(to_container(config)) if config is not None else {}
+        defaults = flatten_leaves(to_container(load_config("ppo_trainer")))
         merged = {k: v for k, v in base.items() if defaults.get(k, object()) != v}
         merged.update(reward_overrides)
         merged.update(overrides or {})
@@ -219,7 +226,7 @@ class RLTrainer:
         elif "trainer.default_local_dir" not in merged:
             merged["trainer.default_local_dir"] = _unique_output_dir(self._kind)
         self.overrides = merged
-        self.config: DictConfig = load_config("ppo_trainer", overrides=merged)
+        self.config: PPOTrainerConfig = load_config("ppo_trainer", overrides=merged)
         self.callbacks: list[Any] = []
         self.evaluators: dict[str, Any] = {}
         self.reward_hooks: list[Callable[[Any], Any]] = []
@@ -269,7 +276,7 @@ class RLTrainer:
 
             ctrl = build_trainer(self.config, self.callbacks, self.compute_score, self.evaluators, self.reward_hooks)
             ctrl.callbacks, ctrl.evaluators, ctrl.reward_hooks = self.callbacks, self.evaluators, self.reward_hooks
-            self.controller = ctrl
+            self.controller, self.config = ctrl, ctrl.config  # the tree it runs (callbacks may have changed a copy)
         return self.controller
 
     def train(self, max_steps: int | None = None, eval_interval: int | None = None) -> TrainResult:
@@ -279,10 +286,10 @@ class RLTrainer:
         if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
             raise ValueError(f"max_steps={max_steps!r} must be an integer >= 1")
         if eval_interval is not None:
-            self.config.trainer.test_freq = int(eval_interval)
+            self._replace({"trainer.test_freq": int(eval_interval)})
         if self.controller is None:
             if max_steps is not None:
-                self.config.trainer.total_training_steps = max_steps
+                self._replace({"trainer.total_training_steps": max_steps})
             self.build()
         elif max_steps is not None:
             self.controller.total_training_steps = self.controller.global_steps + max_steps
@@ -301,6 +308,13 @@ class RLTrainer:
         self.controller.stop_reason = None
         self.controller.fit()
         return self.metrics
+
+    def _replace(self, updates: Mapping[str, Any]) -> None:
+        """A changed copy of the config (``{"dotted.key": value}``), for this trainer and its controller: the
+        loaded config is frozen."""
+        self.config = replace_keys(self.config, updates)
+        if self.controller is not None:
+            self.controller.config = self.config
 
     def train_step(self, batch: Any = None) -> dict[str, Any]:
         """One controller step on ``batch``: a ``DataProto`` of left-padded prompts (as

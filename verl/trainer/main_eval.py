@@ -20,10 +20,10 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from omegaconf import DictConfig
-
 from verl.sandbox.local import SandboxUnavailable, set_default_isolation
+from verl.trainer.config.evaluation import EvaluationConfig
 from verl.utils.cli import job_config, run_cli
+from verl.utils.config import as_section
 from verl.utils.dataset.parquet import get_nested, read_parquet_rows
 from verl.utils.evaluation import evaluate_greedy_accuracy, score_to_float
 from verl.utils.model import load_causal_lm, load_tokenizer
@@ -100,7 +100,8 @@ def score_generations(
     return result
 
 
-def run_eval(config: DictConfig) -> dict[str, Any]:
+def run_eval(config: EvaluationConfig | Any) -> dict[str, Any]:
+    config = as_section(config, EvaluationConfig)  # verl's DictConfig or a dict of its keys: loaded as overrides
     set_default_isolation(config.sandbox.isolation)  # code-task answers are run in the sandbox to be scored
     if config.data.path:
         d = config.data

@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
+from verl.trainer.config.generation import GenerationJobConfig
 from verl.utils.cli import job_config, run_cli
-from verl.utils.config import ConfigError, omega_conf_to_dataclass
+from verl.utils.config import ConfigError, as_section, omega_conf_to_dataclass
 from verl.utils.dataset.parquet import Row, get_nested, prompt_to_messages, read_parquet_rows, render_prompt
 from verl.utils.dataset.rl_dataset import collate_prompts
 from verl.utils.model import import_external_lib, load_causal_lm, load_tokenizer
@@ -34,7 +34,7 @@ from verl.workers.rollout.hf_rollout import HFRollout
 logger = logging.getLogger(__name__)
 
 
-def check_generation_config(config: DictConfig) -> None:
+def check_generation_config(config: GenerationJobConfig) -> None:
     d, r = config.data, config.rollout
     if d.n_samples < 1:
         raise ConfigError(f"data.n_samples={d.n_samples}: the responses per prompt must be >= 1")
@@ -73,9 +73,11 @@ def tokenize_prompts(rows: list[Row], tokenizer, prompt_key: str, prompt_length:
     return ids
 
 
-def generate_responses(config: DictConfig) -> dict[str, Any]:
+def generate_responses(config: GenerationJobConfig | Any) -> dict[str, Any]:
     """Sample ``data.n_samples`` responses per row of ``data.path`` and write ``data.output_path``; returns a summary
-    (rows, responses, tokens, seconds, output path)."""
+    (rows, responses, tokens, seconds, output path). ``config``: the loaded ``GenerationJobConfig`` (verl's
+    ``DictConfig`` or a dict of its keys is loaded as overrides)."""
+    config = as_section(config, GenerationJobConfig)
     check_generation_config(config)
     d, r, m = config.data, config.rollout, config.model
     import_external_lib(m.external_lib)

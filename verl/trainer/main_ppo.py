@@ -16,12 +16,11 @@ import logging
 import os
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from verl.planner.check import check_memory, validation_rows
 from verl.sandbox.local import SandboxUnavailable
 from verl.single_controller.base import WorkerGroupError
 from verl.trainer.config.data import RLDataConfig
+from verl.trainer.config.ppo_trainer import PPOTrainerConfig
 from verl.trainer.ppo.choices import check_data_sources, check_registered_choices
 from verl.trainer.ppo.code_isolation import resolve_code_isolation
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
@@ -29,12 +28,12 @@ from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.trainer.ppo.rollout_correction import configure_bypass_mode
 from verl.utils.cli import job_config, run_cli
-from verl.utils.config import as_section
+from verl.utils.config import as_section, to_container, to_yaml
 from verl.utils.cpu_threads import apply_job_threads
 from verl.utils.dataset.rl_dataset import build_dataset, total_training_steps  # noqa: F401 (importable from here)
 from verl.utils.disk import DiskFullError
 from verl.utils.model import import_external_lib, load_tokenizer
-from verl.utils.ported_keys import apply_ported_keys, warn_ported_keys
+from verl.utils.ported_keys import warn_ported_keys
 from verl.utils.ppo_config import check_ppo_config as check_config
 from verl.utils.torch_functional import enable_deterministic, set_seed
 from verl.workers.reward_manager import load_custom_reward_function
@@ -42,13 +41,13 @@ from verl.workers.reward_manager import load_custom_reward_function
 logger = logging.getLogger(__name__)
 
 
-def warn_unimplemented_choices(config: DictConfig) -> list[str]:
+def warn_unimplemented_choices(config: PPOTrainerConfig) -> list[str]:
     """One warning per ported verl key set to a value this version does not implement (what runs instead is named);
     returns them. The table: ``verl.utils.ported_keys.WARN_UNLESS``."""
     return warn_ported_keys(config)
 
 
-def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
+def build_reward_fns(config: PPOTrainerConfig, tokenizer, compute_score=None):
     """Training and validation reward managers of the class the config names (``reward_model.reward_manager``: naive,
     batch, dapo, prime or one registered with ``@register``; ``reward_manager.source=importlib`` loads the class
     ``reward_manager.name`` from ``reward_manager.module.path``). ``compute_score`` (a Python function with verl's
@@ -60,7 +59,7 @@ def build_reward_fns(config: DictConfig, tokenizer, compute_score=None):
     # verl passes custom_reward_function.reward_kwargs to the function; reward_model.reward_kwargs too
     kwargs: dict[str, Any] = {}
     for node in (config.reward_model.reward_kwargs, config.custom_reward_function.reward_kwargs):
-        kwargs.update(OmegaConf.to_container(node, resolve=True))
+        kwargs.update(to_container(node))
     manager_cls = reward_manager_class(config)
     kwargs.update(manager_settings(config, manager_cls))
     common = dict(tokenizer=tokenizer, compute_score=compute_score, reward_fn_key=config.data.reward_fn_key, **kwargs)
@@ -88,28 +87,29 @@ def create_rl_sampler(data_config, dataset):
 
 
 def build_trainer(
-    config: DictConfig,
+    config: PPOTrainerConfig | Any,
     callbacks: list | None = None,
     compute_score=None,
     evaluators: dict[str, Any] | None = None,
     reward_hooks: list | None = None,
 ) -> RayPPOTrainer:
     """Everything ``run_ppo`` builds, up to the controller (not trained yet): checks the config, writes it to the
-    run directory, loads the tokenizer, datasets, workers and reward functions.
+    run directory, loads the tokenizer, datasets, workers and reward functions. ``config``: the loaded
+    ``PPOTrainerConfig`` (verl's ``DictConfig`` or a dict of its keys is loaded as overrides: ``as_section``).
 
-    ``callbacks``: step callbacks (:mod:`verl.engine.callbacks`); each one's ``configure(config)`` runs first, so it
-    may switch on what it needs (e.g. the reference policy). ``compute_score``: a reward function replacing
+    ``callbacks``: step callbacks (:mod:`verl.engine.callbacks`); each one's ``configure(config)`` runs first and may
+    return a changed copy of the config to run with (e.g. the reference policy switched on). ``compute_score``: a reward function replacing
     ``custom_reward_function``. ``evaluators``: ``{name: evaluator}`` run on every validation
     (:mod:`verl.trainer.ppo.evaluators`). ``reward_hooks``: ``fn(reward_tensor) -> reward_tensor`` applied to the
     training scores."""
+    config = as_section(config, PPOTrainerConfig)  # verl's ported keys were translated when it was loaded
     callbacks = list(callbacks or [])
     for cb in callbacks:
         if hasattr(cb, "configure"):
-            cb.configure(config)
-    apply_ported_keys(config)
+            config = cb.configure(config) or config
     check_config(config)
     apply_job_threads(config.trainer.num_threads)  # trainer.num_threads; warns when other processes hold the cores
-    configure_bypass_mode(config)  # algorithm.rollout_correction.bypass_mode: the actor's loss, before the workers
+    config = configure_bypass_mode(config)  # algorithm.rollout_correction.bypass_mode: the actor's loss
     warn_unimplemented_choices(config)
     set_seed(config.trainer.seed)
     if config.trainer.deterministic:
@@ -117,7 +117,7 @@ def build_trainer(
     out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
-        f.write(OmegaConf.to_yaml(config))
+        f.write(to_yaml(config))
     model_cfg = config.actor_rollout_ref.model
     import_external_lib(model_cfg.external_lib)  # may register estimators, losses, managers: checked next
     check_registered_choices(config)
@@ -144,7 +144,7 @@ def build_trainer(
 FINAL_EVALS = 3  # evaluations averaged in the held-out line that ends a run
 
 
-def run_ppo(config: DictConfig, callbacks: list | None = None, **build_kwargs: Any) -> dict[str, Any]:
+def run_ppo(config: PPOTrainerConfig | Any, callbacks: list | None = None, **build_kwargs: Any) -> dict[str, Any]:
     """Build everything from ``config`` and train; returns the controller's result (last validation, history).
 
     ``callbacks`` are step callbacks (:class:`verl.engine.StepCallback`: ``on_rewards``, ``on_advantages``,

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from verl.data.multiturn_eval import evaluate_replay_success
+from verl.trainer.config.sft_trainer import SFTTrainerConfig
 from verl.utils.checkpoint import save_hf_checkpoint
 from verl.utils.cli import job_config, run_cli
-from verl.utils.config import ConfigError
+from verl.utils.config import ConfigError, as_section, to_yaml
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from verl.utils.dataset.parquet import read_parquet_rows
 from verl.utils.dataset.sft_dataset import SFTDataset
@@ -101,7 +101,7 @@ def validation_loss(model, loader) -> float:
     return total / max(1, tokens)
 
 
-def wrap_lora(model: torch.nn.Module, model_cfg: DictConfig, seed: int) -> torch.nn.Module:
+def wrap_lora(model: torch.nn.Module, model_cfg: Any, seed: int) -> torch.nn.Module:
     """``model`` in a ``PeftModel`` (`verl.utils.lora.apply_lora`): the adapter at ``model.lora_adapter_path``, else
     fresh rank-``lora_rank`` adapters drawn from ``seed``. The adapter's config names ``model.partial_pretrain`` (as a
     local directory) as its base, the model it was trained on: an adapter directory there (a base with an earlier
@@ -121,7 +121,9 @@ def wrap_lora(model: torch.nn.Module, model_cfg: DictConfig, seed: int) -> torch
     return model
 
 
-def build_sft_datasets(config: DictConfig, tokenizer) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset]:
+def build_sft_datasets(
+    config: SFTTrainerConfig, tokenizer
+) -> tuple[torch.utils.data.Dataset, torch.utils.data.Dataset]:
     """Train and validation datasets: prompt/response pairs, or whole conversations with ``data.multiturn.enable``."""
     d = config.data
     if d.multiturn.enable:
@@ -160,7 +162,7 @@ def warn_short_val_generation(rows: list, tokenizer, response_key: str, max_new_
     return longest
 
 
-def _check_sft_sizes(config: DictConfig) -> None:
+def _check_sft_sizes(config: SFTTrainerConfig) -> None:
     """Batch sizes and the log cadence count sequences or steps, and micro-batches must tile the batch."""
     d = config.data
     for key, value in (
@@ -177,16 +179,16 @@ def _check_sft_sizes(config: DictConfig) -> None:
         )
 
 
-def _make_output_dir(config: DictConfig) -> str:
+def _make_output_dir(config: SFTTrainerConfig) -> str:
     """``trainer.default_local_dir`` made absolute and created, with the run's config written there first."""
     out_dir = os.path.abspath(os.path.expanduser(config.trainer.default_local_dir))
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
-        f.write(OmegaConf.to_yaml(config))
+        f.write(to_yaml(config))
     return out_dir
 
 
-def load_sft_model(model_cfg: DictConfig, seed: int) -> tuple[Any, torch.nn.Module, bool]:
+def load_sft_model(model_cfg: Any, seed: int) -> tuple[Any, torch.nn.Module, bool]:
     """(tokenizer, model, whether LoRA trains adapters only) for ``config.model``; LoRA adapters are drawn from
     ``seed``."""
     m = model_cfg
@@ -208,7 +210,7 @@ def load_sft_model(model_cfg: DictConfig, seed: int) -> tuple[Any, torch.nn.Modu
     return tokenizer, model, lora
 
 
-def _held_out_rows(config: DictConfig, tokenizer) -> list:
+def _held_out_rows(config: SFTTrainerConfig, tokenizer) -> list:
     """The validation rows that greedy accuracy replays (at most ``trainer.val_max_samples``)."""
     d = config.data
     val_rows = read_parquet_rows(d.val_files)
@@ -220,7 +222,7 @@ def _held_out_rows(config: DictConfig, tokenizer) -> list:
 
 
 def build_sft_loaders(
-    config: DictConfig, train_ds: torch.utils.data.Dataset, val_ds: torch.utils.data.Dataset
+    config: SFTTrainerConfig, train_ds: torch.utils.data.Dataset, val_ds: torch.utils.data.Dataset
 ) -> tuple[torch.utils.data.DataLoader, torch.utils.data.DataLoader]:
     """Full training batches (shuffled from ``trainer.seed`` with ``data.shuffle``) and validation batches."""
     d = config.data
@@ -245,7 +247,7 @@ def build_sft_loaders(
 class SFTRun:
     """What checkpoints and validation of one SFT run need, beside the training loop."""
 
-    config: DictConfig
+    config: SFTTrainerConfig
     out_dir: str
     model: torch.nn.Module
     tokenizer: Any
@@ -317,8 +319,10 @@ def train_sft(run: SFTRun, train_loader, optimizer, scheduler, total_steps: int)
     return step
 
 
-def run_sft(config: DictConfig) -> dict[str, Any]:
-    """Train per ``config``; returns the final validation metrics and the checkpoint path."""
+def run_sft(config: SFTTrainerConfig | Any) -> dict[str, Any]:
+    """Train per ``config`` (the loaded ``SFTTrainerConfig``; verl's ``DictConfig`` or a dict of its keys is loaded as
+    overrides); returns the final validation metrics and the checkpoint path."""
+    config = as_section(config, SFTTrainerConfig)
     check_sft_ported_keys(config)
     set_seed(config.trainer.seed)
     out_dir = _make_output_dir(config)

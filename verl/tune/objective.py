@@ -200,9 +200,7 @@ class SubprocessObjective:
         self.early = EarlyStop.parse(early_stop) if isinstance(early_stop, str) else early_stop
 
     def __call__(self, trial) -> list[float]:
-        from omegaconf import OmegaConf
-
-        from verl.utils.config import ConfigError, load_config
+        from verl.utils.config import ConfigError, load_config, to_yaml
         from verl.utils.ppo_config import check_ppo_config
 
         values = self.space.suggest(trial)
@@ -216,7 +214,7 @@ class SubprocessObjective:
         except ConfigError as e:
             raise TrialFailed(f"invalid config: {e}") from None
         with open(os.path.join(trial_dir, "config.yaml"), "w") as f:
-            f.write(OmegaConf.to_yaml(cfg))
+            f.write(to_yaml(cfg))
         with open(os.path.join(trial_dir, "trial.json"), "w") as f:
             json.dump({"number": trial.number, "params": values, "argv": argv}, f, indent=1)
         watch = _Watch(trial, self.objective, self.early)

@@ -306,14 +306,12 @@ def _check_resume_compatible(study, study_name: str, storage_url: str, obj_spec,
 
 def _enqueue_base(study, space: SearchSpace, base_overrides: Sequence[str]) -> None:
     """Queue the base config's own values as the first trial (a baseline inside the study)."""
-    from omegaconf import OmegaConf
-
-    from verl.utils.config import load_config
+    from verl.utils.config import load_config, select
 
     cfg = load_config("ppo_trainer", [*base_overrides, *space.overrides({})])
     params = {}
     for path, p in space.params.items():
-        v = OmegaConf.select(cfg, path)
+        v = select(cfg, path, default=None)
         if p.type == "categorical" and v not in p.choices:
             return
         if p.type != "categorical" and (v is None or not (p.low <= v <= p.high)):

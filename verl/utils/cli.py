@@ -13,9 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from verl.utils.config import job_schema, load_config
+from verl.utils.config import job_schema, load_config, select, to_yaml
 
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, KeyError, ValueError)
 PRINT_CONFIG = ("--cfg", "--print-config")
@@ -34,8 +32,8 @@ def run_cli(main: Callable[[], Any], extra_errors: tuple[type[BaseException], ..
         sys.exit(f"error: {message}")
 
 
-def job_config(job: str, argv: Sequence[str] | None, module: str, summary: str) -> DictConfig | None:
-    """The job's loaded config from ``argv`` (``sys.argv[1:]`` when None); None after printing help or the config
+def job_config(job: str, argv: Sequence[str] | None, module: str, summary: str) -> Any:
+    """The job's loaded config (an instance of its schema class) from ``argv`` (``sys.argv[1:]`` when None); None after printing help or the config
     (``--help [SECTION]``, ``--cfg job``), when there is nothing to run. ``module``: the job's ``python -m`` name."""
     args = list(sys.argv[1:] if argv is None else argv)
     prog = COMMAND_NAME or f"python -m {module}"
@@ -49,7 +47,7 @@ def job_config(job: str, argv: Sequence[str] | None, module: str, summary: str) 
         elif not (arg in ("job", "all") and i and args[i - 1] == "--cfg"):  # Hydra's --cfg job / --cfg all
             rest.append(arg)
     if show:
-        print(OmegaConf.to_yaml(load_config(job, rest)), end="")
+        print(to_yaml(load_config(job, rest)), end="")
         return None
     return load_config(job, rest)
 
@@ -65,11 +63,11 @@ def job_help(job: str, prog: str, summary: str, section: str | None = None) -> s
         if not keys:
             sections = ", ".join(k for k, _, group in rows if group and "." not in k)
             return f"{prog}: no config section or key {section!r}; sections: {sections}"
-        defaults = OmegaConf.to_container(load_config(job), resolve=True)
+        defaults = load_config(job)
         lines = [f"{prog}: keys under {section} (default, meaning)", ""]
         for key, comment, group in keys:
             if not group:
-                value = OmegaConf.select(OmegaConf.create(defaults), key)
+                value = select(defaults, key)
                 lines.append(f"  {key}={_inline(value)}\n      {comment}")
         return "\n".join(lines)
     comments = field_comments(root)

@@ -13,8 +13,6 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from verl.utils.config_loader import (
     ConfigError,
     UnknownConfigKeyError,
@@ -25,6 +23,7 @@ from verl.utils.config_loader import (
     job_schema,
     load_config,
     schema_keys,
+    to_container,
 )
 
 __all__ = [
@@ -221,7 +220,7 @@ def get_ppo_default_config() -> ConfigDict:
     into the tree. The defaults are ``load_config("ppo_trainer")``'s (the schema's under the quickstart recipe), but
     for :data:`PPO_DICT_SCHEMA_DEFAULT_KEYS`: ``algorithm.adv_estimator`` is the schema's ``gae`` (quickstart: ``grpo``).
     """
-    tree = OmegaConf.to_container(load_config("ppo_trainer", overrides=_tree_defaults()), resolve=True)
+    tree = to_container(load_config("ppo_trainer", overrides=_tree_defaults()))
     view: dict[str, Any] = {
         "model": {},  # filled from the aliases below
         "train": {
@@ -268,7 +267,7 @@ def ppo_dict_to_overrides(config: Mapping[str, Any]) -> tuple[dict[str, Any], An
     ``NotImplementedError`` for ``tp_size``/``pp_size``/``dp_size`` > 1.
     """
     view_defaults = get_ppo_default_config().to_dict()
-    yaml_defaults = OmegaConf.to_container(load_config("ppo_trainer"), resolve=True)
+    yaml_defaults = to_container(load_config("ppo_trainer"))
     _check_known(config, view_defaults)
     cfg = _deep_merge(view_defaults, config)
     flat_cfg, flat_view, flat_yaml = (

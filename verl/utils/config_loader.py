@@ -3,15 +3,27 @@
     python -m verl.trainer.main_sft optim.lr=3e-3 trainer.total_training_steps=100 --config my.yaml
 
 Each job's schema is a tree of dataclasses (``verl.trainer.config.<job>``, built from ``verl.workers.config`` and
-``verl.trainer.config`` sections): the type, default and meaning of every key live there. ``load_config`` builds an
-OmegaConf structured config from it, merges YAML files and overrides onto it, resolves ``${...}`` interpolations and
-returns the typed ``DictConfig`` (assigning a wrong type later raises too). A key the schema lacks is an error naming
-the closest valid key; a value OmegaConf cannot convert to the key's type is an error naming the key and the type.
-``+key=value`` adds a key the schema does not have (as in Hydra); under free-form groups (``dict`` fields, e.g.
-``reward_model.reward_kwargs``) any key is accepted. A list key given one scalar takes it as a one-item list.
-``omega_conf_to_dataclass`` turns a loaded section into its dataclass (what workers receive); ``as_section`` is the
-one conversion at the boundary of a function that takes a section from ported user code (a dict, an untyped
-``DictConfig`` or None): past it, code reads the section's attributes, whose defaults are the schema's.
+``verl.trainer.config`` sections): the type, default and meaning of every key live there. ``load_config`` returns an
+instance of the job's schema class (``PPOTrainerConfig``, ...): a tree of frozen `verl.base_config.BaseConfig`
+sections that code reads as attributes (``cfg.get("k")``, ``cfg["k"]`` and ``dict(cfg)`` work too, for ported code).
+
+How it is built (the design, issue 42): OmegaConf is the merge stage only. ``merge_config`` makes an OmegaConf
+structured config of the schema, merges YAML files and overrides onto it and resolves ``${...}`` interpolations; a
+key the schema lacks is an error naming the closest valid key; a value OmegaConf cannot convert to the key's type is
+an error naming the key and the type. ``+key=value`` adds a key the schema does not have (as in Hydra); under
+free-form groups (``dict`` fields, e.g. ``reward_model.reward_kwargs``) any key is accepted. A list key given one
+scalar takes it as a one-item list. ``load_config`` then runs the job's ``PREPARE`` step on that merged
+``DictConfig`` (for ``ppo_trainer``: `verl.utils.ported_keys.apply_ported_keys`, which maps verl's deprecated keys
+onto the ones that run) and converts it once (``OmegaConf.to_object``). Nothing changes the config after that: code
+that needs another value builds a changed copy (`replace_keys`, ``dataclasses.replace``). A key added with ``+`` is
+an attribute of its section (not a field). `to_yaml` and `to_container` serialise the tree (what ``config.yaml`` in a
+run directory holds: the same text the merged ``DictConfig`` gave), `select` reads a dotted key.
+
+Functions verl's users call with a Hydra-composed ``DictConfig`` or a dict (``run_ppo``, the trainer's constructor)
+convert it at their boundary with ``as_section(config, <schema>)``: a job schema's mapping is loaded as overrides, so
+its ported keys are translated the same way. ``omega_conf_to_dataclass`` turns a section into its dataclass (what
+workers receive; a section of the loaded tree is one already). ``default_config`` is the unresolved structured
+``DictConfig`` the merge starts from (derived keys hold their ``${...}``), for the merge and the reference docs.
 
 verl's import path for these names is ``verl.utils.config``, which also re-exports the PPO config's dict view
 (``verl.utils.config_dict``, built on this module).
@@ -21,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
 import functools
 import importlib
 import os
@@ -31,6 +44,7 @@ from typing import Any
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf._utils import get_omega_conf_dumper
 from omegaconf.errors import InterpolationResolutionError, InterpolationValidationError, OmegaConfBaseException
 
 __all__ = [
@@ -42,12 +56,16 @@ __all__ = [
     "job_schema",
     "load_config",
     "load_yaml",
+    "merge_config",
     "choose_recipe",
     "recipe_names",
     "recipe_path",
     "omega_conf_to_dataclass",
     "parse_overrides",
+    "replace_keys",
     "schema_keys",
+    "select",
+    "to_container",
     "to_yaml",
 ]
 
@@ -70,6 +88,8 @@ JOBS: dict[str, tuple[str, str]] = {
     "evaluation": ("verl.trainer.config.evaluation", "EvaluationConfig"),
     "generation": ("verl.trainer.config.generation", "GenerationJobConfig"),
 }
+# job name -> "module.function" run on the merged, resolved DictConfig before it becomes the dataclass (in place)
+PREPARE: dict[str, str] = {"ppo_trainer": "verl.utils.ported_keys.apply_ported_keys"}
 
 
 def job_schema(name: str) -> type:
@@ -309,9 +329,12 @@ def _coerce(hint: Any, value: Any) -> Any:
     return value
 
 
-def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> DictConfig:
-    """Build a job's validated config: schema defaults < recipe < ``--config`` files < ``key=value`` args <
-    ``overrides``. The recipe (``recipe=<name or file.yaml>``) is a named set of tuned overrides; a job with a
+def merge_config(
+    name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None
+) -> DictConfig:
+    """The merge stage of `load_config`: the job's structured ``DictConfig`` with schema defaults < recipe <
+    ``--config`` files < ``key=value`` args < ``overrides``, checked and resolved; the job's ``PREPARE`` step has not
+    run. The recipe (``recipe=<name or file.yaml>``) is a named set of tuned overrides; a job with a
     ``DEFAULT_RECIPE`` gets it when the run names none and sets none of ``USER_TASK_KEYS`` to a path of its own."""
     loader = _Loader(name)
     files, arg_overrides = parse_overrides(argv or [])
@@ -333,6 +356,26 @@ def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping
         if key != "recipe":
             loader.set(key, value, source="overrides")
     return loader.resolve()
+
+
+def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping[str, Any] | None = None) -> Any:
+    """Job ``name``'s validated config, an instance of its schema class (`job_schema`): `merge_config`'s
+    ``DictConfig`` (defaults < recipe < ``--config`` files < ``key=value`` args < ``overrides``), the job's
+    ``PREPARE`` step applied to it, converted once."""
+    cfg = merge_config(name, argv, overrides)
+    if name in PREPARE:
+        module, _, function = PREPARE[name].rpartition(".")
+        getattr(importlib.import_module(module), function)(cfg)
+    return _to_object(cfg)
+
+
+def _to_object(cfg: DictConfig) -> Any:
+    """A structured ``DictConfig`` as its dataclass; a section's own check (``__post_init__``) failing is a
+    `ConfigError`."""
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
 
 
 # ------------------------------------------------------------------------------------------------ recipes
@@ -383,8 +426,72 @@ def _flatten(items: Iterable[tuple[Any, Any]], prefix: str = "") -> Iterable[tup
             yield path, value
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg)
+# ------------------------------------------------------------------------------------------------ the loaded tree
+def to_container(cfg: Any) -> Any:
+    """A config (a schema dataclass, a ``DictConfig`` or a mapping) as plain dicts and lists, resolved, in field
+    order; a key added with ``+`` follows its section's fields, as in the merged ``DictConfig``."""
+    if isinstance(cfg, DictConfig | ListConfig):
+        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        names = [f.name for f in dataclasses.fields(cfg)]
+        names += [k for k in vars(cfg) if k not in names and not k.startswith("_")]
+        return {name: to_container(getattr(cfg, name)) for name in names}
+    if isinstance(cfg, Mapping):
+        return {key: to_container(value) for key, value in cfg.items()}
+    if isinstance(cfg, list | tuple):
+        return [to_container(value) for value in cfg]
+    if isinstance(cfg, enum.Enum):
+        return cfg.name
+    return cfg
+
+
+def to_yaml(cfg: Any) -> str:
+    """The config as YAML, as ``OmegaConf.to_yaml`` writes it (what a run saves as ``config.yaml``)."""
+    return yaml.dump(
+        to_container(cfg), default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=get_omega_conf_dumper()
+    )
+
+
+_REQUIRED = object()
+
+
+def select(cfg: Any, key: str, default: Any = _REQUIRED) -> Any:
+    """The value at dotted ``key`` of a config (a schema dataclass, a ``DictConfig`` or a mapping); ``default`` when
+    a part of the path is missing (without one, a missing key is a `ConfigError`)."""
+    node = cfg
+    for part in key.split("."):
+        if isinstance(node, DictConfig | Mapping) and part in node:
+            node = node[part]
+        elif not isinstance(node, Mapping) and hasattr(node, part):
+            node = getattr(node, part)
+        elif default is _REQUIRED:
+            raise ConfigError(f"config key {key!r} does not exist")
+        else:
+            return default
+    return node
+
+
+def replace_keys(cfg: Any, updates: Mapping[str, Any]) -> Any:
+    """A copy of the schema dataclass ``cfg`` with each dotted key of ``updates`` set (``dataclasses.replace`` along
+    the path: the sections on it are rebuilt and checked, the others shared). The loaded config is never changed."""
+    for key, value in updates.items():
+        cfg = _replace_one(cfg, key.split("."), value)
+    return cfg
+
+
+def _replace_one(node: Any, parts: list[str], value: Any) -> Any:
+    head = parts[0]
+    new = value if len(parts) == 1 else _replace_one(node[head], parts[1:], value)
+    if isinstance(node, Mapping) and not dataclasses.is_dataclass(node):  # a free-form dict group
+        return {**node, head: new}
+    if head not in {f.name for f in dataclasses.fields(node)}:
+        raise ConfigError(f"{type(node).__name__} has no field {head!r}")
+    copy = dataclasses.replace(node, **{head: new})
+    names = {f.name for f in dataclasses.fields(node)}
+    for extra, v in vars(node).items():  # keys added with +key=value: attributes, not fields
+        if extra not in names and not extra.startswith("_"):
+            object.__setattr__(copy, extra, v)
+    return copy
 
 
 # ------------------------------------------------------------------------------------------------ dataclasses
@@ -393,13 +500,17 @@ def omega_conf_to_dataclass(config: DictConfig | Mapping | Any, dataclass_type: 
 
     Without ``dataclass_type`` the section names its class in ``_target_`` (``"verl.trainer.config.AlgoConfig"``),
     as verl's YAML does. An object that is not a mapping (e.g. already a dataclass) is returned as it is."""
+    instance = dataclasses.is_dataclass(config) and not isinstance(config, type)
+    if instance and (dataclass_type is None or isinstance(config, dataclass_type)):
+        return config  # a section of a loaded config (or another dataclass): as it is
     if dataclass_type is None and isinstance(config, Mapping | DictConfig) and "_target_" not in config:
         raise ConfigError("omega_conf_to_dataclass: give dataclass_type, or a config with a _target_ class path")
     if not isinstance(config, Mapping | DictConfig | ListConfig):
         return config
-    if dataclass_type is not None and isinstance(config, dataclass_type):
-        return config
-    data = OmegaConf.to_container(OmegaConf.create(config), resolve=True) if config else {}
+    if instance:
+        data = to_container(config)
+    else:
+        data = OmegaConf.to_container(OmegaConf.create(config), resolve=True) if config else {}
     if dataclass_type is None:
         module, _, cls = str(data["_target_"]).rpartition(".")
         dataclass_type = getattr(importlib.import_module(module), cls)
@@ -419,19 +530,23 @@ def as_section(config: Any, section_type: type) -> Any:
     """``config`` as the schema section ``section_type`` (a `verl.base_config.BaseConfig` dataclass or a job's root
     schema), converted once where a function receives it; past this call the function reads attributes.
 
-    - a ``section_type`` (or a subclass), or a ``DictConfig`` built from one (``load_config``): returned as it is;
+    - a ``section_type`` (or a subclass), or a ``DictConfig`` built from a section's class: returned as it is;
     - None: the section's defaults (a job schema: ``load_config(job)``);
     - a dict or an untyped ``DictConfig`` (ported user code that builds configs by hand): its keys over the schema's
       defaults, checked like a loaded config (an unknown key is a `ConfigError`). A null for a key that cannot be
       null means "not set" (the default). ``section_type.ported_layout`` first moves keys that older code wrote
-      elsewhere. A job schema's mapping is loaded as overrides, so its derived keys follow their sources;
+      elsewhere. A job schema's mapping (a Hydra-composed ``DictConfig`` too, typed or not) is loaded as overrides
+      (``load_config``): its ported keys are translated and its derived keys follow their sources, and the result
+      is the job's dataclass;
     - anything else (an object with the section's attributes): returned as it is.
     """
-    if isinstance(config, section_type) or _typed_as(config, section_type):
+    if isinstance(config, section_type):
+        return config
+    job = next((name for name in JOBS if job_schema(name) is section_type), None)
+    if _typed_as(config, section_type) and job is None:
         return config
     if config is not None and not isinstance(config, Mapping):
         return config
-    job = next((name for name in JOBS if job_schema(name) is section_type), None)
     if job is not None:
         return load_config(job, overrides=config)
     if config is None:

@@ -7,7 +7,8 @@ have). This module holds the ones that act:
 * `apply_ported_keys` maps verl's older spellings onto the keys that run, the way verl does, each with a warning
   naming the key to use instead: the deprecated global micro-batch sizes (``global // workers``), a null micro-batch
   size (this version's default: memory only), ``optim.warmup_style`` (-> ``lr_scheduler_type``) and ``ray_kwargs``
-  (-> ``ray_init``);
+  (-> ``ray_init``). It is the one step that changes a config: ``load_config("ppo_trainer")`` runs it on the merged
+  ``DictConfig`` before building the frozen dataclass (``verl.utils.config_loader.PREPARE``);
 * a value this version cannot honour either warns and says what runs instead (`WARN_UNLESS`: the run is the same
   algorithm, e.g. a vLLM engine setting or sequence parallelism) or is an error (`ERROR_UNLESS`: the run would be
   another algorithm, e.g. MoE router replay);
@@ -22,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl.utils.config import ConfigError, default_config
+from verl.utils.config import ConfigError, default_config, select
 
 logger = logging.getLogger(__name__)
 
@@ -245,8 +246,10 @@ def _warn(messages: list[str], message: str) -> None:
 
 
 def apply_ported_keys(config: DictConfig) -> list[str]:
-    """Map verl's older spellings onto the keys that run (in place, before the checks); returns the warnings logged:
-    the deprecated global micro-batch sizes, null micro-batch sizes, ``optim.warmup_style`` and ``ray_kwargs``."""
+    """Map verl's older spellings onto the keys that run; returns the warnings logged: the deprecated global
+    micro-batch sizes, null micro-batch sizes, ``optim.warmup_style`` and ``ray_kwargs``. ``config``: the merged
+    ``DictConfig`` (`verl.utils.config.merge_config`), changed in place: ``load_config("ppo_trainer")`` runs this
+    before it builds the dataclass, so a loaded config holds the translated keys."""
     messages = apply_deprecated_micro_batch_sizes(config)
     messages += _fill_null_micro_batch_sizes(config)
     messages += _apply_warmup_style(config)
@@ -330,19 +333,19 @@ def _apply_ray_kwargs(config: DictConfig) -> list[str]:
 _ABSENT = object()
 
 
-def _unsupported(config: DictConfig, table: tuple[tuple[str, tuple, str], ...]) -> list[tuple[str, Any, str]]:
+def _unsupported(config: Any, table: tuple[tuple[str, tuple, str], ...]) -> list[tuple[str, Any, str]]:
     found = []
     for key, supported, what in table:
-        value = OmegaConf.select(config, key, default=_ABSENT)
+        value = select(config, key, default=_ABSENT)
         if value is not _ABSENT and value not in supported:
             found.append((key, value, what))
     return found
 
 
-def _mirror_mismatches(config: DictConfig, changes_run: bool) -> list[str]:
+def _mirror_mismatches(config: Any, changes_run: bool) -> list[str]:
     out = []
     for key, source, error, what in MIRRORED_KEYS:
-        value, expected = OmegaConf.select(config, key), OmegaConf.select(config, source)
+        value, expected = select(config, key), select(config, source)
         if error == changes_run and value != expected:
             out.append(
                 f"{key}={value} differs from {source}={expected}: {what}. verl derives {key} from {source}: set "
@@ -351,14 +354,11 @@ def _mirror_mismatches(config: DictConfig, changes_run: bool) -> list[str]:
     return out
 
 
-def _clip_grad_mismatches(config: DictConfig) -> list[str]:
+def _clip_grad_mismatches(config: Any) -> list[str]:
     """``optim.clip_grad`` (verl's newer name) set to a value the role's ``grad_clip`` does not hold."""
     out = []
     for role in (f"{ARR}.actor", CRITIC):
-        clip, grad_clip = (
-            OmegaConf.select(config, f"{role}.optim.clip_grad"),
-            OmegaConf.select(config, f"{role}.grad_clip"),
-        )
+        clip, grad_clip = select(config, f"{role}.optim.clip_grad"), select(config, f"{role}.grad_clip")
         if clip is not None and clip != _default(f"{role}.optim.clip_grad") and clip != grad_clip:
             out.append(
                 f"{role}.optim.clip_grad={clip}: the gradient norm is clipped at {role}.grad_clip ({grad_clip}) here; "
@@ -367,7 +367,7 @@ def _clip_grad_mismatches(config: DictConfig) -> list[str]:
     return out
 
 
-def check_ported_keys(config: DictConfig) -> None:
+def check_ported_keys(config: Any) -> None:
     """A ported key set to a value this version cannot run (`ERROR_UNLESS`, a derived key that differs from its
     source where that changes the run, ``optim.clip_grad``): one error naming the key and why."""
     for key, value, why in _unsupported(config, ERROR_UNLESS):
@@ -376,7 +376,7 @@ def check_ported_keys(config: DictConfig) -> None:
         raise ConfigError(message)
 
 
-def warn_ported_keys(config: DictConfig) -> list[str]:
+def warn_ported_keys(config: Any) -> list[str]:
     """One warning per `WARN_UNLESS` key set to a value this version does not implement (one per value and reason:
     ``reward_manager.name`` follows ``reward_model.reward_manager``), per derived key set apart from its source where
     the run stays the same, and one when ``trainer.total_epochs`` was changed but ``trainer.total_training_steps``
@@ -422,7 +422,7 @@ SFT_ERROR_UNLESS: tuple[tuple[str, tuple, str], ...] = (
 )
 
 
-def check_sft_ported_keys(config: DictConfig) -> list[str]:
+def check_sft_ported_keys(config: Any) -> list[str]:
     """The SFT job's `SFT_ERROR_UNLESS` errors (and several processes started by torchrun, each of which would run the
     whole job); returns the `SFT_WARN_UNLESS` warnings it logged."""
     import os
@@ -441,7 +441,7 @@ def check_sft_ported_keys(config: DictConfig) -> list[str]:
     return messages
 
 
-def sft_column_paths(config: DictConfig) -> tuple[str, str]:
+def sft_column_paths(config: Any) -> tuple[str, str]:
     """The dotted paths of the prompt and the response in a row: ``data.prompt_key`` followed by verl's
     ``data.prompt_dict_keys`` (``extra_info`` + ``[question]`` -> ``extra_info.question``), likewise the response."""
     d = config.data

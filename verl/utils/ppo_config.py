@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from verl.utils.config import ConfigError
+from verl.utils.config import ConfigError, as_section, job_schema, replace_keys, select
 from verl.utils.ported_keys import check_ported_keys
 
 __all__ = [
     "CRITIC_ESTIMATORS",
+    "as_ppo_config",
     "check_ppo_config",
     "check_rollout_correction",
     "uses_agent_loop",
@@ -51,7 +50,15 @@ def uses_agent_loop(config: Any) -> bool:
     return wanted and config.trainer.backend == "local"
 
 
-def check_ppo_config(config: DictConfig) -> None:
+def as_ppo_config(config: Any, device_name: str | None = None) -> Any:
+    """The main job's loaded config (``PPOTrainerConfig``) from what a caller passes the controller: that config
+    as it is, or verl's Hydra-composed ``DictConfig`` or a dict of its keys, loaded as overrides (``as_section``).
+    With ``device_name`` (verl's ``RayPPOTrainer`` argument), a copy whose ``trainer.device`` is that."""
+    config = as_section(config, job_schema("ppo_trainer"))
+    return replace_keys(config, {"trainer.device": device_name}) if device_name is not None else config
+
+
+def check_ppo_config(config: Any) -> None:
     """Cross-key checks that the schema alone cannot express; each error names the keys and the fix."""
     check_ported_keys(config)
     check_rollout_correction(config)
@@ -67,7 +74,7 @@ def check_ppo_config(config: DictConfig) -> None:
         "critic.ppo_micro_batch_size_per_gpu",
         "data.max_response_length",
     ):
-        value = OmegaConf.select(config, key)
+        value = select(config, key)
         if value is None or value < 1:
             raise ConfigError(f"{key}={value}: it counts prompts, responses, passes or tokens, so it must be >= 1")
     if a.ppo_mini_batch_size > d.train_batch_size or d.train_batch_size % a.ppo_mini_batch_size:
@@ -123,7 +130,7 @@ def check_ppo_config(config: DictConfig) -> None:
                 )
 
 
-def _check_rollout_engine(config: DictConfig) -> None:
+def _check_rollout_engine(config: Any) -> None:
     """``rollout.name=vllm`` needs vLLM installed and, on the Ray backend, a tensor-parallel size that divides the
     worker processes (each engine spans that many consecutive ranks): said at start, not after the models load."""
     if config.actor_rollout_ref.rollout.name != "vllm":
@@ -149,7 +156,7 @@ def _check_rollout_engine(config: DictConfig) -> None:
         )
 
 
-def _check_agent_loop(config: DictConfig) -> None:
+def _check_agent_loop(config: Any) -> None:
     """Multi-turn rollouts need the rollout's per-request generate in the trainer's process (whether the engine has
     one is checked when it is built); the multi-turn settings must be ones the agent loop knows."""
     r = config.actor_rollout_ref.rollout
@@ -176,7 +183,7 @@ def _check_agent_loop(config: DictConfig) -> None:
             raise ConfigError(f"{key}.{name}={value}: a number of turns (null: no limit)")
 
 
-def check_bypass_mode(config: DictConfig) -> None:
+def check_bypass_mode(config: Any) -> None:
     """``algorithm.rollout_correction.bypass_mode`` (the sampler's log-probs as the old ones): a known ``loss_type``,
     and the bypass loss in place of a policy loss (``actor.policy_loss.loss_mode`` vanilla, or bypass_mode set by
     the trainer); ``loss_mode=bypass_mode`` on its own is an error, since that loss reads the settings bypass mode
@@ -208,7 +215,7 @@ def check_bypass_mode(config: DictConfig) -> None:
         )
 
 
-def check_rollout_correction(config: DictConfig) -> None:
+def check_rollout_correction(config: Any) -> None:
     """``algorithm.rollout_correction``: a known importance-weight level and a positive cap, known rejection options
     with usable bounds, the sampler's log-probs, and one correction of the mismatch at a time (not also the actor's
     ``tis_imp_ratio_cap``). The option parser is the one the trainer runs (``verl.core_algos.rollout_correction``)."""

@@ -189,12 +189,9 @@ class MlflowLogger:
 def _plain(config):
     if config is None:
         return None
-    try:
-        from omegaconf import OmegaConf
+    from verl.utils.config import to_container  # a loaded config, a DictConfig or a dict: nested plain dicts
 
-        return OmegaConf.to_container(config, resolve=True)
-    except ValueError:
-        return dict(config)
+    return to_container(config)
 
 
 def _flatten_config(tree: Mapping, prefix: str = "") -> dict:

@@ -40,6 +40,7 @@ from verl.trainer.ppo.run_log import RunLog
 from verl.trainer.ppo.sample_log import dump_generations
 from verl.trainer.ppo.validation import concat_left_padded, validate_policy
 from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, copy_prompts, total_training_steps
+from verl.utils.ppo_config import as_ppo_config
 from verl.utils.py_functional import value_or
 from verl.workers.reward_manager import NaiveRewardManager
 
@@ -66,9 +67,8 @@ class RayPPOTrainer:
     ):
         """Missing datasets come from ``data.train_files`` / ``val_files``, missing reward functions score rows by
         ``data_source``; ``ray_worker_group_cls``, ``processor``, ``collate_fn``, ``train_sampler``: for ported recipes."""
-        self.config, self.tokenizer = config, tokenizer
+        self.config, self.tokenizer = (config := as_ppo_config(config, device_name)), tokenizer  # a DictConfig: loaded
         self.role_worker_mapping, self.resource_pool_manager = role_worker_mapping, resource_pool_manager
-        config.trainer.device = value_or(device_name, lambda: config.trainer.device)
         d = config.data
         self.train_dataset = value_or(train_dataset, lambda: build_dataset(config, d.train_files, tokenizer))
         self.val_dataset = value_or(
@@ -178,8 +178,7 @@ class RayPPOTrainer:
     # ------------------------------------------------------------------------------------------------ the stages
     def generate_and_score(self, prompts: DataProto | None = None) -> DataProto:
         """``generate`` then ``compute_reward``; with DAPO dynamic sampling (``algorithm.filter_groups``), repeated on
-        new prompts until the batch holds ``train_batch_size`` groups whose rewards vary (given ``prompts``: one round,
-        keeping the groups that vary)."""
+        new prompts until ``train_batch_size`` groups have varied rewards (given ``prompts``: one round, those kept)."""
         fg, n = self.config.algorithm.filter_groups, self.config.actor_rollout_ref.rollout.n
         if not fg.enable:
             batch = self.compute_reward(self.generate(prompts))
@@ -288,6 +287,7 @@ class RayPPOTrainer:
             batch, kl_metrics = advantage.compute_token_level_rewards(batch, alg, self.kl_ctrl_in_reward)
             self.metrics.update(kl_metrics)
             run_callbacks(self.callbacks, "on_rewards", self, batch, self.metrics)
+            alg = self.config.algorithm  # a callback may have replaced the config (e.g. another gamma)
             batch = compute_advantage(batch, alg.adv_estimator, alg.gamma, alg.lam, alg.norm_adv_by_std_in_grpo, alg)
         run_callbacks(self.callbacks, "on_advantages", self, batch, self.metrics)
         return batch

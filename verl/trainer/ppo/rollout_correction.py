@@ -44,20 +44,20 @@ _NO_ROLLOUT_LOG_PROBS = (
 )
 
 
-def configure_bypass_mode(config: Any) -> bool:
-    """With ``algorithm.rollout_correction.bypass_mode``, point the actor at the bypass loss: its
-    ``policy_loss.loss_mode`` becomes ``bypass_mode`` and ``policy_loss.rollout_correction`` a copy of the section
-    (what verl's trainer does at each step, here once, before the workers read the config). Returns whether it did.
-    ``config``: the job's (checked first: ``check_bypass_mode``)."""
-    from omegaconf import OmegaConf
+def configure_bypass_mode(config: Any) -> Any:
+    """The config to run with: with ``algorithm.rollout_correction.bypass_mode``, a copy whose actor points at the
+    bypass loss (``policy_loss.loss_mode`` is ``bypass_mode`` and ``policy_loss.rollout_correction`` a copy of the
+    section: what verl's trainer does at each step, here once, before the workers read the config); else ``config``
+    itself. ``config``: the job's loaded ``PPOTrainerConfig`` (checked first: ``check_bypass_mode``)."""
+    from verl.utils.config import replace_keys, to_container
 
     rc = config.algorithm.rollout_correction
     if not rc.bypass_mode:
-        return False
-    policy_loss = config.actor_rollout_ref.actor.policy_loss
-    policy_loss.loss_mode = "bypass_mode"
-    policy_loss.rollout_correction = OmegaConf.to_container(rc, resolve=True)
-    return True
+        return config
+    policy_loss = "actor_rollout_ref.actor.policy_loss"
+    return replace_keys(
+        config, {f"{policy_loss}.loss_mode": "bypass_mode", f"{policy_loss}.rollout_correction": to_container(rc)}
+    )
 
 
 def bypass_old_log_probs(batch: DataProto) -> DataProto:
