@@ -1,4 +1,4 @@
-"""The loaded config is the job's dataclass, typed end to end (issue 42; docs/architecture.md, "One typed config").
+"""The loaded config is the job's dataclass, typed end to end (docs/architecture.md, "One typed config").
 
 ``load_config(job)`` returns an instance of the job's schema class: a tree of frozen ``BaseConfig`` sections. OmegaConf
 merges files and overrides inside ``verl.utils.config_loader`` and nowhere else changes a config: this test parses

@@ -7,7 +7,7 @@ Each job's schema is a tree of dataclasses (``verl.trainer.config.<job>``, built
 instance of the job's schema class (``PPOTrainerConfig``, ...): a tree of frozen `verl.base_config.BaseConfig`
 sections that code reads as attributes (``cfg.get("k")``, ``cfg["k"]`` and ``dict(cfg)`` work too, for ported code).
 
-How it is built (the design, issue 42): OmegaConf is the merge stage only. ``merge_config`` makes an OmegaConf
+How it is built: OmegaConf is the merge stage only. ``merge_config`` makes an OmegaConf
 structured config of the schema, merges YAML files and overrides onto it and resolves ``${...}`` interpolations; a
 key the schema lacks is an error naming the closest valid key; a value OmegaConf cannot convert to the key's type is
 an error naming the key and the type. ``+key=value`` adds a key the schema does not have (as in Hydra); under
@@ -371,11 +371,28 @@ def load_config(name: str, argv: Iterable[str] | None = None, overrides: Mapping
 
 def _to_object(cfg: DictConfig) -> Any:
     """A structured ``DictConfig`` as its dataclass; a section's own check (``__post_init__``) failing is a
-    `ConfigError`."""
+    `ConfigError` naming the section."""
     try:
         return OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as e:
-        raise ConfigError(str(e).splitlines()[0]) from None
+    except (OmegaConfBaseException, ValueError) as e:
+        path = _failing_section(cfg)
+        raise ConfigError(f"{path + ': ' if path else ''}{str(e).splitlines()[0]}") from None
+
+
+def _failing_section(cfg: DictConfig, prefix: str = "") -> str:
+    """The dotted path of the deepest section under ``cfg`` whose dataclass cannot be built ('' when none)."""
+    for key in cfg:
+        node = cfg._get_node(key)
+        if not isinstance(node, DictConfig) or not dataclasses.is_dataclass(OmegaConf.get_type(node)):
+            continue
+        deeper = _failing_section(node, f"{prefix}{key}.")
+        if deeper:
+            return deeper
+        try:
+            OmegaConf.to_object(node)
+        except (OmegaConfBaseException, ValueError):
+            return f"{prefix}{key}"
+    return ""
 
 
 # ------------------------------------------------------------------------------------------------ recipes

@@ -18,7 +18,6 @@ from verl.utils.config import ConfigError, load_config
         ("actor_rollout_ref.actor.policy_loss.loss_mode=vanila", "policy_loss.loss_mode='vanila'"),
         ("algorithm.kl_penalty=low_var", "algorithm.kl_penalty='low_var'"),
         ("actor_rollout_ref.actor.kl_loss_type=k4", "kl_loss_type='k4'"),
-        ("actor_rollout_ref.actor.loss_agg_mode=token_mean", "loss_agg_mode='token_mean'"),
         ("algorithm.kl_ctrl.type=adaptiv", "kl_ctrl.type='adaptiv'"),
         ("trainer.logger=[console,wandbb]", "trainer.logger='wandbb'"),
         ("actor_rollout_ref.rollout.name=vlm", "rollout.name='vlm'"),
@@ -32,6 +31,13 @@ def test_a_choice_nothing_is_registered_for_is_an_error_naming_key_and_names(ove
     with pytest.raises(ConfigError, match="registered names") as e:
         check_registered_choices(load_config("ppo_trainer", override.split()))
     assert key in str(e.value)
+
+
+def test_a_loss_agg_mode_nothing_implements_is_an_error_naming_key_and_names_as_the_config_loads():
+    """The actor's section checks its ``loss_agg_mode`` when it is built, and ``load_config`` builds it."""
+    with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.actor: .*loss_agg_mode 'token_mean'") as e:
+        load_config("ppo_trainer", ["actor_rollout_ref.actor.loss_agg_mode=token_mean"])
+    assert "token-mean" in str(e.value)  # the names that are implemented
 
 
 def test_every_error_at_once_and_verl_names_that_run_otherwise_pass():
