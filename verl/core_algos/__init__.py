@@ -30,17 +30,17 @@ it), so the trainer, the workers and ``verl.utils`` may all import it. One modul
 ``verl.trainer.ppo.core_algos`` re-exports the same objects (same registries) under verl's old module path; the
 rollout-correction modules are imported by name (verl's path for them is ``verl.trainer.ppo.rollout_corr_helper``).
 
-Config: typed sections, converted once, above this package. A function that reads a config (the policy losses: the
-actor section; GRPO pass@k, REINFORCE++ and GDPO: the ``algorithm`` section; ``get_kl_controller``: ``kl_ctrl``)
-reads its attributes, with no default of its own: the defaults are the schema's (``verl.workers.config``,
+Config: typed sections, converted once, above this package. A function that reads a config (the policy losses: the actor
+section; GRPO pass@k, REINFORCE++ and GDPO: the ``algorithm`` section; ``get_kl_controller``: ``kl_ctrl``) reads its
+attributes, with no default of its own: the defaults are the schema's (``verl.workers.config``,
 ``verl.trainer.config``). This package cannot import the schema (a higher layer), so it cannot turn a dict into a
-section; it takes the worker's dataclass, a ``DictConfig`` built from the schema (``load_config``), or any object
-with the attributes, and names the fix when handed a dict or None (`_config.typed_section`; the estimators take
-None as "no config"). The conversion lives in the config layer, ``verl.utils.config.as_section``: the workers and
-the controller hold typed configs already, and verl's path ``verl.trainer.ppo.core_algos`` wraps each public
-function that reads a config so that ported code may keep passing a dict, an untyped ``DictConfig`` or None
-(the schema's defaults); its look-ups by name return those. The registries hold this package's functions: the
-actor fetches a loss by name here and calls it with its typed config, as verl's actor does.
+section; it takes the worker's dataclass (a section of ``load_config``'s tree), a ``DictConfig`` built from the schema,
+or any object with the attributes, and names the fix when handed a dict or None (`_config.typed_section`; the estimators
+take None as "no config"). The conversion lives in the config layer, ``verl.utils.config.as_section``: the workers and
+the controller hold typed configs already, and verl's path ``verl.trainer.ppo.core_algos`` wraps each public function
+that reads a config so that ported code may keep passing a dict, an untyped ``DictConfig`` or None (the schema's
+defaults); its look-ups by name return those. The registries hold this package's functions: the actor fetches a loss by
+name here and calls it with its typed config, as verl's actor does.
 """
 
 from .advantage import (
