@@ -7,12 +7,11 @@ Each job's schema is a tree of dataclasses (``verl.trainer.config.<job>``, built
 instance of the job's schema class (``PPOTrainerConfig``, ...): a tree of frozen `verl.base_config.BaseConfig`
 sections that code reads as attributes (``cfg.get("k")``, ``cfg["k"]`` and ``dict(cfg)`` work too, for ported code).
 
-How it is built: OmegaConf is the merge stage only. ``merge_config`` makes an OmegaConf
-structured config of the schema, merges YAML files and overrides onto it and resolves ``${...}`` interpolations; a
-key the schema lacks is an error naming the closest valid key; a value OmegaConf cannot convert to the key's type is
-an error naming the key and the type. ``+key=value`` adds a key the schema does not have (as in Hydra); under
-free-form groups (``dict`` fields, e.g. ``reward_model.reward_kwargs``) any key is accepted. A list key given one
-scalar takes it as a one-item list. ``load_config`` then runs the job's ``PREPARE`` step on that merged
+How it is built: OmegaConf is the merge stage only. ``merge_config`` makes an OmegaConf structured config of the
+schema, merges YAML files and overrides onto it and resolves ``${...}`` interpolations; a key the schema lacks is an
+error naming the closest valid key; a value OmegaConf cannot convert to the key's type is an error naming the key and
+the type. ``+key=value`` adds a key the schema does not have (as in Hydra); under free-form groups (``dict`` fields,
+e.g. ``reward_model.reward_kwargs``) any key is accepted. A list key given one scalar takes it as a one-item list. ``load_config`` then runs the job's ``PREPARE`` step on that merged
 ``DictConfig`` (for ``ppo_trainer``: `verl.utils.ported_keys.apply_ported_keys`, which maps verl's deprecated keys
 onto the ones that run) and converts it once (``OmegaConf.to_object``). Nothing changes the config after that: code
 that needs another value builds a changed copy (`replace_keys`, ``dataclasses.replace``). A key added with ``+`` is
@@ -44,7 +43,6 @@ from typing import Any
 
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
-from omegaconf._utils import get_omega_conf_dumper
 from omegaconf.errors import InterpolationResolutionError, InterpolationValidationError, OmegaConfBaseException
 
 __all__ = [
@@ -463,10 +461,9 @@ def to_container(cfg: Any) -> Any:
 
 
 def to_yaml(cfg: Any) -> str:
-    """The config as YAML, as ``OmegaConf.to_yaml`` writes it (what a run saves as ``config.yaml``)."""
-    return yaml.dump(
-        to_container(cfg), default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=get_omega_conf_dumper()
-    )
+    """The config as YAML, the text ``OmegaConf.to_yaml`` gave the merged config (what a run saves as
+    ``config.yaml``)."""
+    return OmegaConf.to_yaml(to_container(cfg))
 
 
 _REQUIRED = object()
