@@ -117,3 +117,5 @@ def test_a_changed_copy_leaves_the_loaded_config_as_it_is():
     assert changed.reward_model.reward_kwargs == {"k": 2} and cfg.reward_model.reward_kwargs == {}
     assert changed.trainer is cfg.trainer and changed.actor_rollout_ref is cfg.actor_rollout_ref  # shared, not copied
     assert select(changed, "trainer.added") == 1 and select(changed, "trainer.nope", default=None) is None
+    ported = OmegaConf.create({"algorithm": {"gamma": 0.9}})  # a DictConfig from ported code: a changed copy too
+    assert replace_keys(ported, {"algorithm.gamma": 0.5}).algorithm.gamma == 0.5 and ported.algorithm.gamma == 0.9

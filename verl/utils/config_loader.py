@@ -30,6 +30,7 @@ verl's import path for these names is ``verl.utils.config``, which also re-expor
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import enum
@@ -487,7 +488,13 @@ def select(cfg: Any, key: str, default: Any = _REQUIRED) -> Any:
 
 def replace_keys(cfg: Any, updates: Mapping[str, Any]) -> Any:
     """A copy of the schema dataclass ``cfg`` with each dotted key of ``updates`` set (``dataclasses.replace`` along
-    the path: the sections on it are rebuilt and checked, the others shared). The loaded config is never changed."""
+    the path: the sections on it are rebuilt and checked, the others shared). The loaded config is never changed.
+    A ``DictConfig`` (from ported code) gives a changed deep copy of itself."""
+    if isinstance(cfg, DictConfig):
+        cfg = copy.deepcopy(cfg)
+        for key, value in updates.items():
+            OmegaConf.update(cfg, key, value, merge=False)
+        return cfg
     for key, value in updates.items():
         cfg = _replace_one(cfg, key.split("."), value)
     return cfg
