@@ -16,7 +16,8 @@ e.g. ``reward_model.reward_kwargs``) any key is accepted. A list key given one s
 onto the ones that run) and converts it once (``OmegaConf.to_object``). Nothing changes the config after that: code
 that needs another value builds a changed copy (`replace_keys`, ``dataclasses.replace``). A key added with ``+`` is
 an attribute of its section (not a field). `to_yaml` and `to_container` serialise the tree (what ``config.yaml`` in a
-run directory holds: the same text the merged ``DictConfig`` gave), `select` reads a dotted key.
+run directory holds: the same text the merged ``DictConfig`` gave), `select` reads a dotted key; they live in
+`verl.utils.config_tree` with `ConfigError`.
 
 Functions verl's users call with a Hydra-composed ``DictConfig`` or a dict (``run_ppo``, the trainer's constructor)
 convert it at their boundary with ``as_section(config, <schema>)``: a job schema's mapping is loaded as overrides, so
@@ -33,7 +34,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import enum
 import functools
 import importlib
 import os
@@ -45,6 +45,8 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, InterpolationValidationError, OmegaConfBaseException
+
+from verl.utils.config_tree import ConfigError, UnknownConfigKeyError, select, to_container, to_yaml
 
 __all__ = [
     "JOBS",
@@ -67,17 +69,6 @@ __all__ = [
     "to_container",
     "to_yaml",
 ]
-
-
-class ConfigError(ValueError):
-    """A bad key or value in a job's configuration; the message names the key path and the fix."""
-
-
-class UnknownConfigKeyError(ConfigError, KeyError):
-    """An unknown key in a dict config; both a ``ValueError`` (like every :class:`ConfigError`) and a ``KeyError``."""
-
-    def __str__(self) -> str:  # KeyError would print the message quoted
-        return str(self.args[0]) if self.args else ""
 
 
 # job name -> (module of its schema, the schema dataclass); the module's DERIVED_DEFAULTS lists interpolated defaults
@@ -442,50 +433,7 @@ def _flatten(items: Iterable[tuple[Any, Any]], prefix: str = "") -> Iterable[tup
             yield path, value
 
 
-# ------------------------------------------------------------------------------------------------ the loaded tree
-def to_container(cfg: Any) -> Any:
-    """A config (a schema dataclass, a ``DictConfig`` or a mapping) as plain dicts and lists, resolved, in field
-    order; a key added with ``+`` follows its section's fields, as in the merged ``DictConfig``."""
-    if isinstance(cfg, DictConfig | ListConfig):
-        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
-        names = [f.name for f in dataclasses.fields(cfg)]
-        names += [k for k in vars(cfg) if k not in names and not k.startswith("_")]
-        return {name: to_container(getattr(cfg, name)) for name in names}
-    if isinstance(cfg, Mapping):
-        return {key: to_container(value) for key, value in cfg.items()}
-    if isinstance(cfg, list | tuple):
-        return [to_container(value) for value in cfg]
-    if isinstance(cfg, enum.Enum):
-        return cfg.name
-    return cfg
-
-
-def to_yaml(cfg: Any) -> str:
-    """The config as YAML, the text ``OmegaConf.to_yaml`` gave the merged config (what a run saves as
-    ``config.yaml``)."""
-    return OmegaConf.to_yaml(to_container(cfg))
-
-
-_REQUIRED = object()
-
-
-def select(cfg: Any, key: str, default: Any = _REQUIRED) -> Any:
-    """The value at dotted ``key`` of a config (a schema dataclass, a ``DictConfig`` or a mapping); ``default`` when
-    a part of the path is missing (without one, a missing key is a `ConfigError`)."""
-    node = cfg
-    for part in key.split("."):
-        if isinstance(node, DictConfig | Mapping) and part in node:
-            node = node[part]
-        elif not isinstance(node, Mapping) and hasattr(node, part):
-            node = getattr(node, part)
-        elif default is _REQUIRED:
-            raise ConfigError(f"config key {key!r} does not exist")
-        else:
-            return default
-    return node
-
-
+# ------------------------------------------------------------------------------------------------ changed copies
 def replace_keys(cfg: Any, updates: Mapping[str, Any]) -> Any:
     """A copy of the schema dataclass ``cfg`` with each dotted key of ``updates`` set (``dataclasses.replace`` along
     the path: the sections on it are rebuilt and checked, the others shared). The loaded config is never changed.
