@@ -1,6 +1,7 @@
 """verl's import path for the config API (``from verl.utils.config import omega_conf_to_dataclass``): loading and
-typing a job's config (`verl.utils.config_loader`) and the PPO config's dict view (`verl.utils.config_dict`), which
-is built on the loader, so the two live in their own modules and meet here.
+typing a job's config (`verl.utils.config_loader`: ``load_config`` returns the job's schema dataclass), reading and
+writing a loaded one (`verl.utils.config_tree`: ``to_yaml``, ``select``) and the PPO config's dict view
+(`verl.utils.config_dict`), which is built on the loader, so they live in their own modules and meet here.
 """
 
 from verl.utils.config_dict import ConfigDict, dict_key, get_ppo_default_config, ppo_dict_to_overrides
