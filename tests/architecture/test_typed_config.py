@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl.base_config import BaseConfig
-from verl.utils.config import JOBS, job_schema, load_config, merge_config, replace_keys, select, to_yaml
+from verl.utils.config import JOBS, job_schema, load_config, merge_config, replace_keys, select, to_container, to_yaml
 from verl.utils.config_loader import PREPARE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,3 +119,15 @@ def test_a_changed_copy_leaves_the_loaded_config_as_it_is():
     assert select(changed, "trainer.added") == 1 and select(changed, "trainer.nope", default=None) is None
     ported = OmegaConf.create({"algorithm": {"gamma": 0.9}})  # a DictConfig from ported code: a changed copy too
     assert replace_keys(ported, {"algorithm.gamma": 0.5}).algorithm.gamma == 0.5 and ported.algorithm.gamma == 0.9
+
+
+def test_verls_dictconfig_is_loaded_at_the_controllers_boundary():
+    """verl's entry points hand the controller a Hydra-composed ``DictConfig``: ``RayPPOTrainer`` (through
+    ``as_ppo_config``) loads it as overrides, so it runs the same tree ``load_config`` gives."""
+    from verl.utils.ppo_config import as_ppo_config
+
+    cfg = load_config("ppo_trainer", ["algorithm.adv_estimator=gae"])
+    composed = OmegaConf.create(to_container(cfg))
+    loaded = as_ppo_config(composed, device_name="cpu")
+    assert type(loaded) is type(cfg) and to_yaml(loaded) == to_yaml(cfg)
+    assert as_ppo_config(cfg) is cfg
