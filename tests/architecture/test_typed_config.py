@@ -30,6 +30,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("utils/config_loader.py", "merge"): "omega_conf_to_dataclass: a section's defaults merged with a dict",
     ("utils/ported_keys.py", "update"): "apply_ported_keys: the ppo_trainer job's PREPARE step, run by load_config on "
     "the merged DictConfig before the dataclass is built (verl's deprecated keys onto the ones that run)",
+    ("utils/config_reference.py", "update"): "verl_defaults: verl's shipped key list (dotted keys, for the reference "
+    "docs) made into a tree of its own to resolve its ${...}; no job config",
 }
 
 
