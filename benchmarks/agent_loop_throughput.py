@@ -34,7 +34,7 @@ from verl.experimental.agent_loop import FunctionCall, ParsedToolCalls, ToolAgen
 from verl.experimental.agent_loop.worker import AgentLoopWorker
 from verl.single_controller.base.worker_group import ClassWithInitArgs, LocalWorkerGroup
 from verl.tools import BaseTool, ToolResponse
-from verl.utils.config import load_config
+from verl.utils.config import load_config, replace_keys
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_prompts
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
@@ -89,19 +89,23 @@ def build(args) -> tuple[Any, Any, Any]:
     return config, group, batch
 
 
+def decode_batch_sizes(group) -> list[int]:
+    """Every decode batch of the sampler so far (the count carries over from one event loop's batcher to the next)."""
+    batcher = group.rollout._batcher
+    return list(batcher.batch_sizes) if batcher is not None else []
+
+
 def run_way(way: str, config, group, batch, call_key: int) -> tuple[float, Any, list[int]]:
     """(seconds, output rows, the sampler's decode batch sizes) of one way."""
-    config.actor_rollout_ref.rollout.agent.lockstep = way != "concurrent"
+    config = replace_keys(config, {"actor_rollout_ref.rollout.agent.lockstep": way != "concurrent"})
     worker = AgentLoopWorker(config, [group], group.tokenizer)
+    done_before = len(decode_batch_sizes(group))
     start = time.perf_counter()
     if way == "one at a time":
-        outs, sizes = [], []
-        for row in range(len(batch)):
-            outs.append(asyncio.run(worker.generate_sequences(batch[row : row + 1], call_key)))
-            sizes += group.rollout._batcher.batch_sizes
+        outs = [asyncio.run(worker.generate_sequences(batch[row : row + 1], call_key)) for row in range(len(batch))]
     else:
         outs = [asyncio.run(worker.generate_sequences(batch, call_key))]
-        sizes = list(group.rollout._batcher.batch_sizes)
+    sizes = decode_batch_sizes(group)[done_before:]
     return time.perf_counter() - start, outs, sizes
 
 

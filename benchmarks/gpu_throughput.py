@@ -72,11 +72,9 @@ def sync(device: str) -> None:
 def run(a: argparse.Namespace) -> dict:
     import copy
 
-    from omegaconf import OmegaConf
-
     from verl.protocol import DataProto
     from verl.trainer.ppo import core_algos
-    from verl.utils.config import load_config
+    from verl.utils.config import load_config, to_container
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_prompts
     from verl.workers.actor.dp_actor import DataParallelPPOActor
     from verl.workers.rollout.hf_rollout import HFRollout
@@ -101,7 +99,7 @@ def run(a: argparse.Namespace) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
     actor = DataParallelPPOActor(cfg.actor, model, opt, a.remove_padding, tok.pad_token_id)
     ref_policy = DataParallelPPOActor(cfg.actor, ref, None, a.remove_padding, tok.pad_token_id)
-    rollout_cfg = OmegaConf.to_container(cfg.rollout, resolve=True)
+    rollout_cfg = to_container(cfg.rollout)
     rollout_cfg.update(response_length=a.max_response_length, temperature=1.0, dtype=a.dtype)
     rollout = HFRollout(model, rollout_cfg, tok.pad_token_id, tok.eos_token_id, seed=a.seed)
     ds = RLHFDataset("builtin://arithmetic/train", tok, max_prompt_length=64)
