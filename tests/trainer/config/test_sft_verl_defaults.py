@@ -1,9 +1,9 @@
 """The SFT job's verl keys take verl's defaults; our tuned values for the built-in task live in the ``sft_quickstart``
 recipe.
 
-verl's defaults come from the key lists of its two SFT configs shipped beside the schema: the current
-``sft_trainer_engine.yaml`` (``verl/trainer/config/verl_sft_trainer_keys.yaml``) and, for the keys only it has, the
-legacy ``sft_trainer.yaml`` (``verl_sft_trainer_legacy_keys.yaml``), each composed with its defaults list. A key
+verl's defaults come from the key lists of its two SFT jobs shipped beside the schema: the current one
+(``verl/trainer/config/verl_sft_trainer_keys.yaml``) and, for the keys only it has, the legacy one
+(``verl_sft_trainer_legacy_keys.yaml``), each composed with its defaults list. A key
 whose default differs must be listed, with its reason, in ``SFT_VERL_DEFAULT_EXCEPTIONS``.
 """
 

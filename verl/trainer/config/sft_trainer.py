@@ -154,9 +154,9 @@ USER_TASK_KEYS = ("model.partial_pretrain", "data.train_files", "data.val_files"
 
 # Keys verl's SFT configs have whose default differs here on purpose, each with the reason (docs/config_reference.md
 # shows them; tests/trainer/config/test_sft_verl_defaults.py fails on any other difference). verl's defaults: its
-# current SFT config (sft_trainer_engine.yaml, verl/trainer/config/verl_sft_trainer_keys.yaml), and for a key only the
-# legacy one has (this schema's layout: model.partial_pretrain, data.prompt_key, ...) the legacy sft_trainer.yaml's
-# (verl_sft_trainer_legacy_keys.yaml).
+# current SFT job's (the key list verl/trainer/config/verl_sft_trainer_keys.yaml), and for a key only its legacy SFT job
+# has (this schema's layout: model.partial_pretrain, data.prompt_key, ...) that job's
+# (verl/trainer/config/verl_sft_trainer_legacy_keys.yaml).
 SFT_VERL_DEFAULT_EXCEPTIONS: dict[str, str] = {
     "data.val_files": (
         "legacy verl's held-out file: this job always validates (loss and greedy accuracy at the end); the current "
