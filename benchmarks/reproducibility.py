@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
+WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
 
 
 def run_metrics(out_dir: str, steps: int, threads: int, extra: list[str]) -> dict[int, dict[str, float]]:

@@ -2,7 +2,7 @@
 
     python scripts/compare_runs.py outputs/a/metrics.jsonl outputs/b/metrics.jsonl
 
-Every metric except the timing and throughput ones (``timing_s/*``, ``timing_per_token_ms/*``, ``perf/throughput``,
+Every metric except the timing and throughput ones (``timing_s/*``, ``async/*``, ``timing_per_token_ms/*``, ``perf/throughput``,
 ``perf/time_per_step``, ``perf/ray_overhead_fraction``, ``time``) must be present in both and equal exactly (NaN equals
 NaN). Prints each difference and exits 1 if there is any, else prints IDENTICAL and exits 0. Used to check that a
 refactor leaves a same-seed run unchanged and that a run is reproducible.
@@ -18,7 +18,14 @@ import json
 import math
 import sys
 
-WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "perf/ray_overhead")
+WALL_CLOCK = (
+    "timing_s/",
+    "async/",
+    "timing_per_token_ms/",
+    "perf/throughput",
+    "perf/time_per_step",
+    "perf/ray_overhead",
+)
 
 
 def load(path: str) -> list[dict]:

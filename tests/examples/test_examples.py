@@ -344,3 +344,21 @@ def test_secure_sandbox_server_example(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"with the key: stdout '45\\n', isolation {isolation}" in out.stdout
     assert "without it: HTTP 401" in out.stdout and "invalid or missing API key" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["run_one_step_off.sh", "run_colocate_async.sh"])
+def test_async_example_scripts_train_one_step_off(script, tmp_path):
+    """verl's one-step-off entry point and the colocate_async mode: from step 2 on every batch was sampled one
+    policy version before the one it trains, never more (the threshold), and the run ends with its held-out line."""
+    out = _run_script(f"async/{script}", tmp_path, "trainer.total_training_steps=3", "trainer.test_freq=3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    steps = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if "actor/pg_loss" in r]
+    assert [r["training/off_policy/trajectory_staleness/max"] for r in steps] == [0, 1, 1]
+    assert all(r["training/off_policy/trajectory_spans/max"] == 1 for r in steps)
+    assert all(math.isfinite(r["actor/pg_loss"]) and r["timing_s/update_weights"] >= 0 for r in steps)
+    if script == "run_one_step_off.sh":  # bypass mode: the sampler's log-probs are the old ones, no pass
+        assert all(r["timing_s/old_log_prob"] < 0.01 for r in steps)
+    else:  # the decoupled correction's weights, from the old-log-prob pass against the sampler's log-probs
+        assert all("rollout_corr/rollout_is_mean" in r for r in steps[1:])
+    assert "held-out greedy accuracy" in out.stdout

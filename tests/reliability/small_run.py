@@ -21,7 +21,7 @@ SMALL = [
     "trainer.test_freq=-1",
     "trainer.logger=[file]",
 ]
-WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/time_per_step", "perf/throughput", "time")
+WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/time_per_step", "perf/throughput", "time")
 
 
 def run(root, steps: int, *extra: str) -> dict:

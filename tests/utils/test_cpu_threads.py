@@ -247,7 +247,7 @@ JOB = [
     "trainer.logger=[file]",
     "trainer.resume_mode=disable",
 ]
-WALL_CLOCK = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
+WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.ppo.reward import manager_settings, reward_manager_class
 from verl.trainer.ppo.roles import build_resource_pool_manager, build_role_worker_mapping
 from verl.trainer.ppo.rollout_correction import configure_bypass_mode
+from verl.trainer.ppo.v1 import check_trainer_mode
 from verl.utils.cli import job_config, run_cli
 from verl.utils.config import as_section, to_container, to_yaml
 from verl.utils.cpu_threads import apply_job_threads
@@ -108,6 +109,7 @@ def build_trainer(
         if hasattr(cb, "configure"):
             config = cb.configure(config) or config
     check_config(config)
+    check_trainer_mode(config)  # trainer.v1.trainer_mode: what an async mode needs, before any model loads
     apply_job_threads(config.trainer.num_threads)  # trainer.num_threads; warns when other processes hold the cores
     config = configure_bypass_mode(config)  # algorithm.rollout_correction.bypass_mode: the actor's loss
     warn_unimplemented_choices(config)

@@ -55,6 +55,7 @@ from verl.utils.optim import build_adamw, scale_lr_schedule
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.config import ActorRolloutRefConfig, FSDPCriticConfig, RefConfig, RewardModelConfig, RolloutConfig
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
+from verl.workers.rollout.ahead import AheadRolloutMixin
 from verl.workers.rollout.base import BaseRollout, TokenOutput, get_rollout_class, registered_rollouts
 
 logger = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ def _load_extra(path: str) -> dict:
     return torch.load(extra, weights_only=False)
 
 
-class ActorRolloutRefWorker(Worker):
+class ActorRolloutRefWorker(AheadRolloutMixin, Worker):
     """``role``: ``actor_rollout``, ``actor_rollout_ref`` or ``ref``."""
 
     def __init__(self, config, role: str = "actor_rollout", total_training_steps: int = 1, seed: int = 0):
@@ -209,14 +210,9 @@ class ActorRolloutRefWorker(Worker):
             self._engine_owns_weights = cfg.rollout.name == "vllm"
             self._weights_stale = self._engine_owns_weights
             self._engine_has_base = False  # a LoRA engine's base weights, handed over once
-            self.rollout: BaseRollout = rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
-                # the policy (a LoRA one gets an engine that takes adapters); the HF sampler: the module it runs
-                module=self.actor_module if self._engine_owns_weights else self.rollout_module,
-                config=cfg.rollout,
-                tokenizer=self.tokenizer,
-                eos_token_ids=stop_token_ids(cfg.model.path, self.tokenizer),
-                seed=self.seed,
-                model_path=cfg.model.path,
+            # the policy (a LoRA one gets an engine that takes adapters); the HF sampler: the module it runs
+            self.rollout: BaseRollout = self._build_rollout(
+                self.actor_module if self._engine_owns_weights else self.rollout_module
             )
         if self._is_ref and self._is_lora and self._is_actor:
             # the reference is the actor's base: the same module with its adapters off, no second copy
@@ -237,6 +233,18 @@ class ActorRolloutRefWorker(Worker):
                 pad_token_id=self.tokenizer.pad_token_id,
             )
             self.ref_policy.chunked_logprobs |= bool(cfg.ref.entropy_from_logits_with_chunking)
+
+    def _build_rollout(self, module: torch.nn.Module) -> BaseRollout:
+        """An engine of ``rollout.name`` in the hybrid engine, sampling with ``module``."""
+        cfg = self.config
+        return rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
+            module=module,
+            config=cfg.rollout,
+            tokenizer=self.tokenizer,
+            eos_token_ids=stop_token_ids(cfg.model.path, self.tokenizer),
+            seed=self.seed,
+            model_path=cfg.model.path,
+        )
 
     def _load_policy(self) -> torch.nn.Module:
         m = self.config.model
@@ -377,6 +385,8 @@ class ActorRolloutRefWorker(Worker):
         schedule and sampler state."""
         extra = {"lr_scheduler": self.actor_lr_scheduler.state_dict(), "rollout_rng": self.rollout.get_rng_state()}
         extra["lr_scale"] = self.actor.lr_scale  # actor.trust_region's multiplier: a resumed run goes on with it
+        if getattr(self, "ahead_rollout", None) is not None:  # colocate_async: the engine that samples training batches
+            extra["ahead_rollout_rng"] = self.ahead_rollout.get_rng_state()
         try:
             _save_role_checkpoint(
                 self,
@@ -399,6 +409,8 @@ class ActorRolloutRefWorker(Worker):
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
         self.actor.lr_scale = extra.get("lr_scale", 1.0)  # checkpoints from before actor.trust_region: 1
         self.rollout.set_rng_state(extra["rollout_rng"])
+        if getattr(self, "ahead_rollout", None) is not None:  # a checkpoint of a sync run: the hybrid engine's state
+            self.ahead_rollout.set_rng_state(extra.get("ahead_rollout_rng", extra["rollout_rng"]))
         self._weights_stale = self._engine_owns_weights
 
     @register(Dispatch.ONE_TO_ALL)

@@ -6,6 +6,7 @@ import torch
 from verl.protocol import DataProto
 from verl.trainer.ppo.metric_utils import StepTimer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from verl.trainer.ppo.v1 import SyncRounds
 from verl.utils.config import load_config
 
 P, R = 3, 4
@@ -62,4 +63,6 @@ def make_controller(config: dict, reward_fn, batch_size: int) -> RayPPOTrainer:
         [],
     )
     t.metrics, t.timer, t.global_steps, t.callbacks = {}, StepTimer(), 1, []
+    t.policy_version, t.sync_rounds = 0, SyncRounds(lambda batch: t.rollout_wg.generate_sequences(batch))
+    t.rollout_rounds = t.sync_rounds
     return t

@@ -8,6 +8,7 @@ from typing import Any
 
 from verl.base_config import BaseConfig
 from verl.trainer.config.algorithm import AlgoConfig
+from verl.trainer.config.async_training import AsyncTrainingConfig, StandaloneRolloutConfig, V1TrainerConfig
 from verl.trainer.config.config import RewardManagerConfig
 from verl.trainer.config.data import RLDataConfig
 from verl.trainer.config.sandbox import CodeSandboxConfig
@@ -142,6 +143,8 @@ class TrainerConfig(BaseConfig):
     worker_nsight_options: dict[str, Any] = field(default_factory=dict)
     # older verl key: Ascend NPU profiler options (no effect: profiling is not wired)
     npu_profile: dict[str, Any] = field(default_factory=dict)
+    use_v1: bool = True  # verl's switch to its V1 trainer: here one trainer, whose loop trainer.v1.trainer_mode picks
+    v1: V1TrainerConfig = field(default_factory=V1TrainerConfig)  # sync or asynchronous training (docs/async.md)
 
 
 @dataclass
@@ -201,6 +204,9 @@ class PPOTrainerConfig(BaseConfig):
     transfer_queue: TransferQueueConfig = field(default_factory=TransferQueueConfig)  # streamed batches
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)  # verl's newer Ray settings (-> ray_init)
     sandbox: CodeSandboxConfig = field(default_factory=CodeSandboxConfig)  # isolation of model-written code run here
+    # verl's one-step-off and fully-async entry points: their settings, mapped onto trainer.v1 (docs/async.md)
+    async_training: AsyncTrainingConfig = field(default_factory=AsyncTrainingConfig)
+    rollout: StandaloneRolloutConfig = field(default_factory=StandaloneRolloutConfig)  # standalone rollout resources
     # ours: the named recipe applied under the overrides (verl/trainer/config/recipes/<name>.yaml, or a YAML path);
     # null: quickstart when no model and no data are given (or only builtin:// ones), else none. none: no recipe
     recipe: str | None = None

@@ -10,12 +10,13 @@ from verl.trainer.ppo.rollout_correction import corrects
 __all__ = ["old_log_prob_is_current", "old_log_prob_source"]
 
 
-def old_log_prob_source(config: Any, rows: int, has_callbacks: bool) -> str:
+def old_log_prob_source(config: Any, rows: int, has_callbacks: bool, on_policy: bool = True) -> str:
     """``"rollout"``: the sampler's log-probs (verl's bypass mode); ``"update"``: the actor's update computes them
-    in its own pass (``old_log_prob_is_current``); ``"pass"``: the old-log-prob pass computes them."""
+    in its own pass (``old_log_prob_is_current``; never for a batch an older policy version sampled, ``on_policy``
+    false, since the update's weights are not the sampler's); ``"pass"``: the old-log-prob pass computes them."""
     if config.algorithm.rollout_correction.bypass_mode:
         return "rollout"
-    return "update" if old_log_prob_is_current(config, rows, has_callbacks) else "pass"
+    return "update" if on_policy and old_log_prob_is_current(config, rows, has_callbacks) else "pass"
 
 
 def old_log_prob_is_current(config: Any, rows: int, has_callbacks: bool) -> bool:

@@ -13,11 +13,9 @@ the updates), ``on_validation`` and ``on_step_end``; evaluators add ``eval/<name
 
 from __future__ import annotations
 
-import random
-import uuid
+from functools import partial
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -38,8 +36,10 @@ from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward  # noqa: F401
 from verl.trainer.ppo.roles import ResourcePoolManager, Role, init_workers, uses_critic, uses_reference_policy  # noqa: F401
 from verl.trainer.ppo.run_log import RunLog
 from verl.trainer.ppo.sample_log import dump_generations
+from verl.trainer.ppo.v1 import SyncRounds, build_rollout_rounds, new_round
+from verl.trainer.ppo.v1.off_policy import is_on_policy, off_policy_metrics, stamp_versions
 from verl.trainer.ppo.validation import concat_left_padded, validate_policy
-from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, copy_prompts, total_training_steps
+from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, total_training_steps
 from verl.utils.ppo_config import as_ppo_config
 from verl.utils.py_functional import value_or
 from verl.workers.reward_manager import NaiveRewardManager
@@ -74,10 +74,8 @@ class RayPPOTrainer:
         self.val_dataset = value_or(
             val_dataset, lambda: build_dataset(config, d.val_files, tokenizer, "data.val_files")
         )
-        self.reward_fn = value_or(reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key))
-        self.val_reward_fn = value_or(
-            val_reward_fn, lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key)
-        )
+        scorer = lambda: NaiveRewardManager(tokenizer, reward_fn_key=d.reward_fn_key)  # noqa: E731
+        self.reward_fn, self.val_reward_fn = value_or(reward_fn, scorer), value_or(val_reward_fn, scorer)
         self.total_training_steps = total_training_steps(config, len(self.train_dataset))
         self.actor_rollout_wg = self.critic_wg = self.rm_wg = self.backend = None  # init_workers starts them
         alg = config.algorithm
@@ -99,6 +97,8 @@ class RayPPOTrainer:
         self.timer = StepTimer()  # the current step's stage timings (timing_s/<stage>)
         self.run_log = RunLog(config, self.checkpoints.root, on_logged=self.checkpoints.commit)  # see save_checkpoint
         self._resumed = False
+        self.policy_version = 0  # the actor's updates so far: version v sampled a batch when v updates preceded it
+        self.sync_rounds = self.rollout_rounds = SyncRounds(lambda batch: self.rollout_wg.generate_sequences(batch))
 
     def init_workers(self) -> None:
         """Start every role's workers on ``trainer.backend`` and build their models (verl's name)."""
@@ -106,6 +106,8 @@ class RayPPOTrainer:
         handles, self.backend = init_workers(self.config, *args)
         self.actor_rollout_wg, self.critic_wg, self.rm_wg = (handles.get(h) for h in ("actor_rollout", "critic", "rm"))
         self.async_rollout_manager = handles.get("async_rollout_manager")  # verl's name: the agent loop, or None
+        args = (self.config, self.actor_rollout_wg, self.total_training_steps, self.sync_rounds.generate)
+        self.rollout_rounds = build_rollout_rounds(*args)  # trainer.v1.trainer_mode: sync, or rounds generated ahead
 
     @property
     def rollout_wg(self) -> Any:  # what generates: the agent loop (rollout.mode=async) or the actor's batch call
@@ -169,6 +171,7 @@ class RayPPOTrainer:
             self.collapse_watch.after(self.global_steps, self.metrics, batch)  # before the save: a rollback is kept
             self.maybe_save_checkpoint()
         self.metrics.update(step_summary(batch, self.timer, self.backend, self.config.trainer, self.use_critic))
+        self.metrics.update(self.rollout_rounds.pop_metrics())  # colocate_async: queue, idle and sync times
         stops = run_callbacks(self.callbacks, "on_step_end", self, batch, self.metrics)
         self.log(self.metrics, step=self.global_steps)
         if any(s is False for s in stops) and self.stop_reason is None:
@@ -186,7 +189,8 @@ class RayPPOTrainer:
             target = self.config.data.train_batch_size if prompts is None else len(prompts)
             rounds = fg.max_num_gen_batches if prompts is None else 1
             sample_round = lambda: self.compute_reward(self.generate(prompts))  # noqa: E731
-            batch, counts = sample_varied_groups(sample_round, fg.metric, n, target, rounds, self.dp_world_size())
+            workers = self.config.trainer.n_gpus_per_node * self.config.trainer.nnodes  # the update's split
+            batch, counts = sample_varied_groups(sample_round, fg.metric, n, target, rounds, workers)
             self.metrics.update(counts)
         # hints for data-parallel workers (ignored by local ones): balance tokens across workers, and split each
         # optimizer mini-batch evenly over them (verl.single_controller.base.decorator.dp_row_order)
@@ -197,20 +201,17 @@ class RayPPOTrainer:
     def generate(self, prompts: DataProto | None = None) -> DataProto:
         """``rollout.n`` responses to each prompt of the next training batch (or of ``prompts``): the prompts'
         columns, a fresh ``uid`` per prompt, and the sampled tokens."""
-        batch = self.train_loader.next_batch() if prompts is None else copy_prompts(prompts)
-        uids = [str(uuid.UUID(int=random.getrandbits(128))) for _ in range(len(batch))]
-        batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
         n = self.config.actor_rollout_ref.rollout.n
-        gen_batch = batch.select(batch_keys=PROMPT_KEYS).repeat(n, interleave=True)
-        # each response's sampling randomness is keyed by its index: the same samples on any number of workers
-        gen_batch.batch["sample_index"] = torch.arange(len(gen_batch), dtype=torch.int64)
-        with self.timer("gen"):
-            gen_output = self.rollout_wg.generate_sequences(gen_batch)
+        rounds = self.rollout_rounds if prompts is None else self.sync_rounds  # given prompts: generated now
+        with self.timer("gen"):  # colocate_async: how long the trainer waited for a round generated meanwhile
+            batch, gen_output, version = rounds.next_round(
+                self.policy_version, lambda: new_round(self.train_loader, prompts, n)
+            )
         for key, seconds in gen_output.meta_info.pop("timing", {}).items():  # e.g. the weight reshard (Ray)
             self.timer.add(key, seconds)
         batch = batch.repeat(n, interleave=True)
         batch.pop(batch_keys=PROMPT_KEYS)
-        return batch.union(gen_output)
+        return stamp_versions(batch.union(gen_output), version)
 
     def compute_reward(self, batch: DataProto) -> DataProto:
         """Scores (reward model, reward function, hooks) as ``token_level_scores`` with DAPO's overlong penalty; for
@@ -219,8 +220,8 @@ class RayPPOTrainer:
         if cfg.algorithm.adv_estimator == "remax":
             with self.timer("gen_max"):
                 n = cfg.actor_rollout_ref.rollout.n
-                generate = self.rollout_wg.generate_sequences
-                baseline = reward_stage.compute_remax_baseline(batch, n, generate, self._score, self._shaped_score)
+                generate, shaped = self.rollout_wg.generate_sequences, partial(reward_stage.shaped_score, cfg)
+                baseline = reward_stage.compute_remax_baseline(batch, n, generate, self._score, shaped)
                 batch.batch["reward_baselines"] = baseline
         elif cfg.reward_model.launch_reward_fn_async and not cfg.algorithm.filter_groups.enable:
             self._pending_scores = reward_stage.score_in_background(self._score, batch)  # collect_reward joins
@@ -241,7 +242,8 @@ class RayPPOTrainer:
     def compute_old_log_prob(self, batch: DataProto) -> DataProto:
         """``old_log_probs`` (and entropy): the sampler's (bypass mode), the on-policy update's, or this pass's."""
         with self.timer("old_log_prob"):
-            if (source := old_log_prob_source(self.config, len(batch), bool(self.callbacks))) != "pass":
+            on_policy = is_on_policy(batch, self.policy_version)  # colocate_async: an older version sampled it
+            if (source := old_log_prob_source(self.config, len(batch), bool(self.callbacks), on_policy)) != "pass":
                 return rollout_correction.bypass_old_log_probs(batch) if source == "rollout" else batch
             old = self.actor_rollout_wg.compute_log_prob(batch)
             entropy = old.batch.pop("entropys")
@@ -305,6 +307,8 @@ class RayPPOTrainer:
         with self.timer("update_actor"):
             mini = self.config.actor_rollout_ref.actor.ppo_mini_batch_size
             out = self.actor_rollout_wg.update_actor(with_mini_batch_rows(batch, mini))
+        self.metrics.update(off_policy_metrics(batch, self.policy_version))
+        self.policy_version += 1
         self.metrics.update(reduce_metrics(out.meta_info["metrics"]))
         self.metrics.update(rollout_correction.mismatch_metrics_after_update(batch, out))  # a skipped old pass
 
@@ -317,16 +321,6 @@ class RayPPOTrainer:
         errors = reward_stage.add_scores(batch, reward_tensor, extra, *shaping)
         self.metrics["reward/errors"] = self.metrics.get("reward/errors", 0) + errors
         return batch
-
-    def _shaped_score(self, score: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-        """A sequence score on the scale of the sampled responses' rewards: overlong penalty added, / reward_temp."""
-        cfg = self.config
-        shaping = (cfg.reward_model.overlong_buffer, cfg.data.max_response_length)
-        return (score + reward_stage.overlong_penalty(response_mask, *shaping)) / cfg.algorithm.reward_temp
-
-    def dp_world_size(self) -> int:
-        """Data-parallel workers the update batches are split over (1 with the local backend: check_ppo_config)."""
-        return self.config.trainer.n_gpus_per_node * self.config.trainer.nnodes
 
     # ------------------------------------------------------------------------------------------------ validation
     def maybe_validate(self) -> None:
@@ -361,6 +355,8 @@ class RayPPOTrainer:
     def save_checkpoint(self, commit: bool = True) -> str:
         """``global_step_N/`` of this step (its path); ``commit=False``: resumed from once the step is logged."""
         state = controller_state(self.global_steps, self.train_loader, self.kl_ctrl_in_reward, self.collapse_watch)
+        # colocate_async: the rounds in flight, finished first (the ahead engine's sampling state is the worker's)
+        state.update(policy_version=self.policy_version, rounds=self.rollout_rounds.state_dict())
         return self.checkpoints.save(self.global_steps, self._checkpoint_roles(), state, commit)
 
     def resume(self) -> None:
@@ -370,6 +366,8 @@ class RayPPOTrainer:
             path, state = self.checkpoints.load_first_readable(path, self._checkpoint_roles())
             watch = self.collapse_watch
             self.global_steps = restore_controller_state(state, self.train_loader, self.kl_ctrl_in_reward, watch)
+            self.policy_version = state.get("policy_version", self.global_steps)  # older checkpoints: no warmup
+            self.rollout_rounds.load_state_dict(state.get("rounds") or {})
             print(f"resumed from {path} at step {self.global_steps}")
 
     def _checkpoint_roles(self) -> dict[str, Any]:
@@ -388,12 +386,14 @@ class RayPPOTrainer:
         return {"val": self.last_val, "history": dict(self.history), "global_steps": self.global_steps}
 
     def close(self) -> None:
-        """Close the loggers (``init`` reopens them); the workers and the training state stay."""
+        """Close the loggers (``init`` reopens them) once a round generated ahead is done; the workers stay."""
+        self.rollout_rounds.drain()
         self.run_log.close()
 
     def shutdown(self) -> None:
         """Close the loggers and stop the backend's worker processes (Ray); the trainer is unusable after it."""
         self.close()
+        self.rollout_rounds.shutdown()
         if self.backend is not None:
             self.backend.shutdown()
             self.backend = None

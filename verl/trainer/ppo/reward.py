@@ -176,6 +176,13 @@ def score_in_background(score: Callable[[DataProto], tuple[torch.Tensor, dict[st
     return future
 
 
+def shaped_score(config: Any, score: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """A sequence score on the scale of the sampled responses' rewards under the job's ``config``: DAPO's overlong
+    penalty added, divided by ``algorithm.reward_temp``."""
+    shaping = (config.reward_model.overlong_buffer, config.data.max_response_length)
+    return (score + overlong_penalty(response_mask, *shaping)) / config.algorithm.reward_temp
+
+
 def overlong_penalty(response_mask: torch.Tensor, overlong_buffer: Any, max_response_length: int) -> torch.Tensor:
     """DAPO's soft overlong penalty per row (zeros when ``reward_model.overlong_buffer`` is off)."""
     lengths = response_mask.sum(-1)

@@ -1,0 +1,172 @@
+"""``trainer.v1.trainer_mode=colocate_async``: the next batch is generated while the current one trains.
+
+The schedule is logical, not wall-clock, so a run gives the same bits every time:
+
+- a *round* is one generation call: the prompts the trainer asks for (one batch, or one more DAPO round);
+- when the trainer asks for round ``r`` at policy version ``V`` (``V`` actor updates so far), every round up to
+  ``r + lag`` is submitted, each with the weights of version ``V`` (``lag`` is ``colocate_async.num_warmup_batches``);
+- rounds are generated in order, one at a time, by the ahead engine (`verl.workers.rollout.ahead`: a copy of the
+  policy that changes only when handed a version) in a background thread, while the trainer trains.
+
+So step ``k`` (one round each) trains on a batch sampled by version ``max(0, k - 1 - lag)``: ``lag=0`` is the
+synchronous trainer, bit for bit (the trainer waits for each round it submits); ``lag=1`` is one-step-off. Which
+version samples which round, and with which sampling keys, never depends on timing: only how long the trainer
+waits does. A checkpoint waits for the rounds in flight and saves them, so a resumed run trains on the batches the
+uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.protocol import DataProto
+
+__all__ = ["AheadGeneration", "ROUND_TIMEOUT_S"]
+
+# The longest the trainer waits for one round before it stops with a line naming the round (a hung engine must not
+# hang the run silently); far above any round of the CPU tasks, and a GPU round of long reasoning.
+ROUND_TIMEOUT_S = 3600.0
+
+
+@dataclass
+class _Round:
+    number: int  # 1-based, in submission order
+    version: int  # the policy version that samples it
+    prompts: DataProto  # the prompts' columns (uid set), one row per prompt
+    future: Future
+    saved: DataProto | None = field(default=None)  # a round restored from a checkpoint: its output
+
+
+class AheadGeneration:
+    """Rounds generated ``lag`` requests ahead on the actor worker's ahead engine (see the module docstring).
+
+    ``wg``: the actor-rollout worker group (``init_ahead_rollout``, ``policy_weights``, ``load_ahead_weights``,
+    ``generate_sequences_ahead``); ``max_rounds``: no round past it is generated ahead (the run's last step)."""
+
+    def __init__(self, wg: Any, lag: int, max_rounds: int | None = None, timeout_s: float = ROUND_TIMEOUT_S):
+        self.wg, self.lag, self.max_rounds, self.timeout_s = wg, int(lag), max_rounds, timeout_s
+        self.wg.init_ahead_rollout()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl-ahead-rollout")
+        self._rounds: deque[_Round] = deque()
+        self.submitted = 0
+        self._weights: tuple[int, dict] | None = None  # the last published version and its tensors
+        self._stats_lock = threading.Lock()
+        self._busy_s = self._sync_s = 0.0  # the engine's generation and weight-load seconds since the last report
+        self._publish_s = 0.0  # the controller's seconds copying versions out of the actor
+        self._idle_since: float | None = None  # when the engine last ran out of work
+        self._idle_s = 0.0
+
+    # ------------------------------------------------------------------------------------------------ the schedule
+    def next_round(
+        self, version: int, new_round: Callable[[], tuple[DataProto, DataProto]]
+    ) -> tuple[DataProto, DataProto, int]:
+        """The next round's prompts (uid set) and generated rows, and the version that sampled them. First keeps
+        ``lag`` rounds beyond it in flight, each sampled by ``version``; ``new_round()`` gives a round's prompt
+        columns and its generation batch (``rollout.n`` rows per prompt)."""
+        while not self._rounds or (
+            len(self._rounds) < 1 + self.lag and (self.max_rounds is None or self.submitted < self.max_rounds)
+        ):
+            self._submit(version, *new_round())
+        rnd = self._rounds.popleft()
+        return rnd.prompts, self._result(rnd), rnd.version
+
+    def _submit(self, version: int, prompts: DataProto, gen_batch: DataProto) -> None:
+        weights = self._publish(version)
+        self.submitted += 1
+        future = self._executor.submit(self._generate, gen_batch, weights, version)
+        self._rounds.append(_Round(self.submitted, version, prompts, future))
+
+    def _publish(self, version: int) -> dict:
+        """The actor's weights at ``version``, copied once per version (the ahead engine loads them later)."""
+        if self._weights is None or self._weights[0] != version:
+            t = time.perf_counter()
+            self._weights = (version, self.wg.policy_weights()[0])
+            self._publish_s += time.perf_counter() - t
+        return self._weights[1]
+
+    def _generate(self, gen_batch: DataProto, weights: dict, version: int) -> DataProto:
+        """On the engine's thread: load the round's version, then generate."""
+        start = time.perf_counter()
+        with self._stats_lock:
+            if self._idle_since is not None:
+                self._idle_s += start - self._idle_since
+            self._idle_since = None
+        try:
+            sync_s = self.wg.load_ahead_weights(weights, version)[0]
+            out = self.wg.generate_sequences_ahead(gen_batch)
+        finally:
+            end = time.perf_counter()
+            with self._stats_lock:
+                self._idle_since = end
+        with self._stats_lock:
+            self._sync_s += sync_s
+            self._busy_s += end - start - sync_s
+        return out
+
+    def _result(self, rnd: _Round) -> DataProto:
+        if rnd.saved is not None:
+            return rnd.saved
+        try:
+            return rnd.future.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            raise TimeoutError(
+                f"colocate_async: round {rnd.number} (policy version {rnd.version}) was not generated within "
+                f"{self.timeout_s:.0f} s: the ahead rollout engine is stuck"
+            ) from None
+
+    # ------------------------------------------------------------------------------------------------ reporting
+    def pop_metrics(self) -> dict[str, float]:
+        """Since the last call: the engine's generation, weight-load and idle seconds, the controller's seconds
+        publishing versions, and the rounds generated ahead and waiting."""
+        now = time.perf_counter()
+        with self._stats_lock:
+            idle = self._idle_s + (now - self._idle_since if self._idle_since is not None else 0.0)
+            out = {
+                "async/rollout_busy_s": self._busy_s,
+                "async/rollout_idle_s": idle,
+                "timing_s/update_weights": self._sync_s + self._publish_s,
+            }
+            self._busy_s = self._sync_s = self._publish_s = self._idle_s = 0.0
+            if self._idle_since is not None:
+                self._idle_since = now
+        out["async/queue_depth"] = float(sum(1 for r in self._rounds if r.saved is not None or r.future.done()))
+        out["async/rounds_in_flight"] = float(len(self._rounds))
+        return out
+
+    # ------------------------------------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Waits for the rounds in flight, then returns them with the round count (for `load_state_dict`)."""
+        rounds = [(r.number, r.version, r.prompts, self._result(r)) for r in self._rounds]
+        return {"submitted": self.submitted, "rounds": rounds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not state:  # a checkpoint of a sync run: nothing was generated ahead
+            return
+        self.drain()
+        self._rounds.clear()
+        self.submitted = int(state["submitted"])
+        for number, version, prompts, output in state["rounds"]:
+            done: Future = Future()
+            done.set_result(output)
+            self._rounds.append(_Round(number, version, prompts, done, saved=output))
+
+    # ------------------------------------------------------------------------------------------------ shutdown
+    def drain(self) -> None:
+        """Wait for the round being generated (its result stays for the next request)."""
+        for rnd in self._rounds:
+            if rnd.saved is None:
+                try:
+                    rnd.future.result(timeout=self.timeout_s)
+                except Exception:  # noqa: BLE001 -- reported when the round is asked for
+                    pass
+
+    def shutdown(self) -> None:
+        self.drain()
+        self._executor.shutdown(wait=True)
