@@ -1,6 +1,7 @@
 """Asynchronous training against the synchronous trainer on the quick start, side by side in one run, 3 seeds each.
 
     python benchmarks/async_throughput.py                       # the quick start's 200 steps, 3 seeds, 3 modes
+    python benchmarks/async_throughput.py --modes sync,one_step_off
     python benchmarks/async_throughput.py --steps 20 --seeds 1  # a smoke run
 
 Modes (each a fresh ``python -m verl.trainer.main_ppo`` subprocess on the built-in task and recipe):
@@ -8,7 +9,9 @@ Modes (each a fresh ``python -m verl.trainer.main_ppo`` subprocess on the built-
 - ``sync``: the synchronous trainer with 2 torch threads (the whole machine);
 - ``colocate_async``: ``trainer.v1.trainer_mode=colocate_async`` one step off, 1 thread: the trainer's Python thread
   and the ahead rollout's thread each get a core;
-- ``one_step_off``: verl's one-step-off entry point (colocate_async + bypass mode: no old-log-prob pass), 1 thread.
+- ``separate_async``: ``trainer.v1.trainer_mode=separate_async`` one step off on the Ray backend: one trainer process
+  and one standalone rollout replica, one core and one thread each;
+- ``one_step_off`` (not run by default): verl's one-step-off entry point (colocate_async + bypass mode), 1 thread.
 
 Seeds run interleaved (seed 1 of every mode, then seed 2, ...) so a slow spell of the machine hits every mode alike.
 Reported per mode: the median step time, steps per hour, the trainer's idle fraction (time waiting for generation
@@ -40,8 +43,13 @@ MODES = {
             "trainer.v1.colocate_async.num_warmup_batches=1",
         ],
     ),
+    "separate_async": (
+        "verl.trainer.main_ppo",
+        ["trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.v1.trainer_mode=separate_async"],
+    ),
     "one_step_off": ("verl.experimental.one_step_off_policy.main_ppo", ["trainer.num_threads=1"]),
 }
+DEFAULT_MODES = "sync,colocate_async,separate_async"
 
 
 def run_mode(module: str, overrides: list[str], out_dir: str, seed: int, steps: int) -> dict:
@@ -118,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES))
+    p.add_argument("--modes", default=DEFAULT_MODES, help="comma-separated, of: " + ", ".join(MODES))
     p.add_argument("--json", help="write the results here")
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     args = p.parse_args(argv)

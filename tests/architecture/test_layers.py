@@ -34,7 +34,10 @@ LAYERS: list[tuple[str, list[str]]] = [
 ]
 # Entry points that sit at verl's module paths inside a lower package (its users' scripts run them by that path):
 # they are the entry layer, and nothing imports them.
-ENTRY_POINTS = {"verl.experimental.one_step_off_policy.main_ppo"}
+ENTRY_POINTS = {
+    "verl.experimental.one_step_off_policy.main_ppo",
+    "verl.experimental.fully_async_policy.fully_async_main",
+}
 
 
 def modules(package: Path = PACKAGE) -> dict[str, Path]:

@@ -255,3 +255,53 @@ def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
     assert f"resumed from {tmp_path / 'run' / f'global_step_{saved}'}" in again.stdout
     assert max(metrics(tmp_path / "run")) == 12
     no_ray_left(tmp_path, before)
+
+
+SEPARATE = ["trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=2"]
+
+
+def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async(tmp_path):
+    """``trainer.backend=ray trainer.n_gpus_per_node=1 trainer.v1.trainer_mode=separate_async``: one trainer process
+    and one standalone rollout replica, one core each; the logical schedule gives every metric of the in-process
+    ``colocate_async`` run at the same lag (one torch thread each), and nothing is left running."""
+    before = before_run()
+    steps = ["trainer.total_training_steps=3", "trainer.save_freq=-1"]
+    separate = run(tmp_path, "separate", *steps, *SEPARATE, "trainer.backend=ray", "trainer.n_gpus_per_node=1")
+    workers = json.load(open(tmp_path / "separate" / "workers.json"))
+    assert sorted((w["roles"][0], w["pool"]) for w in workers) == [
+        ("actor_rollout", "global_pool"),
+        ("rollout_replica", "rollout_pool"),
+    ]
+    colocated = run(tmp_path, "colocated", *steps, "trainer.v1.trainer_mode=colocate_async", "trainer.num_threads=1")
+    a, b = metrics(tmp_path / "colocated"), metrics(tmp_path / "separate")
+    wall = ("timing_s/", "async/", "timing_per_token_ms/", "perf/", "time")
+    for step in range(4):
+        assert {k: v for k, v in a[step].items() if not k.startswith(wall)} == {
+            k: v for k, v in b[step].items() if not k.startswith(wall)
+        }, step
+    assert [b[s]["training/off_policy/trajectory_staleness/max"] for s in (1, 2, 3)] == [0, 1, 1]
+    assert "held-out greedy accuracy" in separate.stdout and "held-out greedy accuracy" in colocated.stdout
+    no_ray_left(tmp_path, before)
+
+
+def test_separate_async_killed_replica_names_itself_and_the_run_resumes(tmp_path):
+    before = before_run()
+    args = ["trainer.total_training_steps=8", "trainer.save_freq=2", "trainer.test_freq=-1", *SEPARATE]
+    args += ["trainer.backend=ray", "trainer.n_gpus_per_node=1"]
+    proc = run(tmp_path, "run", *args, popen=True)
+    latest = tmp_path / "run" / "latest_checkpointed_iteration.txt"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert latest.exists(), proc.communicate()[1][-3000:]
+    victim = next(w for w in json.load(open(tmp_path / "run" / "workers.json")) if w["roles"] == ["rollout_replica"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert f"worker process of role 'rollout_replica' rank 0 of 1 (pid {victim['pid']}" in err, err[-3000:]
+    assert "run the same command again" in err and "Traceback" not in err
+    saved = int(latest.read_text())
+    again = run(tmp_path, "run", *args)
+    assert f"resumed from {tmp_path / 'run' / f'global_step_{saved}'}" in again.stdout
+    assert max(metrics(tmp_path / "run")) == 8
+    no_ray_left(tmp_path, before)

@@ -385,8 +385,6 @@ class ActorRolloutRefWorker(AheadRolloutMixin, Worker):
         schedule and sampler state."""
         extra = {"lr_scheduler": self.actor_lr_scheduler.state_dict(), "rollout_rng": self.rollout.get_rng_state()}
         extra["lr_scale"] = self.actor.lr_scale  # actor.trust_region's multiplier: a resumed run goes on with it
-        if getattr(self, "ahead_rollout", None) is not None:  # colocate_async: the engine that samples training batches
-            extra["ahead_rollout_rng"] = self.ahead_rollout.get_rng_state()
         try:
             _save_role_checkpoint(
                 self,
@@ -409,8 +407,8 @@ class ActorRolloutRefWorker(AheadRolloutMixin, Worker):
         self.actor_lr_scheduler.load_state_dict(extra["lr_scheduler"])
         self.actor.lr_scale = extra.get("lr_scale", 1.0)  # checkpoints from before actor.trust_region: 1
         self.rollout.set_rng_state(extra["rollout_rng"])
-        if getattr(self, "ahead_rollout", None) is not None:  # a checkpoint of a sync run: the hybrid engine's state
-            self.ahead_rollout.set_rng_state(extra.get("ahead_rollout_rng", extra["rollout_rng"]))
+        if getattr(self, "ahead_rollout", None) is not None:  # colocate_async: the controller's state, if it has one
+            self.ahead_rollout.set_rng_state(extra["rollout_rng"])  # (a checkpoint of a sync run has not)
         self._weights_stale = self._engine_owns_weights
 
     @register(Dispatch.ONE_TO_ALL)

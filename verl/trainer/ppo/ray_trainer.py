@@ -107,7 +107,7 @@ class RayPPOTrainer:
         self.actor_rollout_wg, self.critic_wg, self.rm_wg = (handles.get(h) for h in ("actor_rollout", "critic", "rm"))
         self.async_rollout_manager = handles.get("async_rollout_manager")  # verl's name: the agent loop, or None
         args = (self.config, self.actor_rollout_wg, self.total_training_steps, self.sync_rounds.generate)
-        self.rollout_rounds = build_rollout_rounds(*args)  # trainer.v1.trainer_mode: sync, or rounds generated ahead
+        self.rollout_rounds = build_rollout_rounds(*args, handles.get("rollout_replica"))  # trainer.v1.trainer_mode
 
     @property
     def rollout_wg(self) -> Any:  # what generates: the agent loop (rollout.mode=async) or the actor's batch call

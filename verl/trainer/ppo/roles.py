@@ -118,7 +118,15 @@ def init_workers(
     if config.trainer.backend == "ray":
         from verl.trainer.ppo.ray_backend import start_ray_worker_groups
 
-        handles, backend = start_ray_worker_groups(config, specs, pools.resource_pool_spec)
+        pool_spec = dict(pools.resource_pool_spec)
+        if config.trainer.v1.trainer_mode == "separate_async":  # standalone replicas in a pool of their own
+            from verl.trainer.ppo.v1.separate_async import REPLICA_POOL
+            from verl.workers.rollout.replica_worker import RolloutReplicaWorker
+
+            replica = ClassWithInitArgs(RolloutReplicaWorker, (config.actor_rollout_ref, config.trainer.seed))
+            specs["rollout_replica"] = (replica, REPLICA_POOL)
+            pool_spec[REPLICA_POOL] = [config.rollout.n_gpus_per_node] * config.rollout.nnodes
+        handles, backend = start_ray_worker_groups(config, specs, pool_spec)
     else:
         if config.trainer.device == "cpu" and config.trainer.cpu_retain_freed_memory:
             from verl.utils.cpu_malloc import retain_freed_memory

@@ -93,6 +93,22 @@ class AheadRolloutMixin:
         """Hand ``weights`` (`policy_weights` at ``version``) to the ahead engine; returns the seconds it took."""
         return self.ahead_rollout.load_weights(weights, version)
 
+    @register(Dispatch.ONE_TO_ALL)
+    def ahead_rng_state(self) -> torch.Tensor:
+        return self.ahead_rollout.get_rng_state()
+
+    @register(Dispatch.ONE_TO_ALL)
+    def set_ahead_rng_state(self, state: torch.Tensor) -> None:
+        self.ahead_rollout.set_rng_state(state)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def full_policy_weights(self) -> dict[str, torch.Tensor] | None:
+        """The policy's whole weights under the base model's names (a LoRA policy's adapters merged in), for a
+        standalone rollout replica: gathered from the FSDP shards by every rank (a collective), returned by rank 0
+        only (the other ranks return None, so one copy travels)."""
+        weights = {name: t.detach().to("cpu", copy=True) for name, t in self._iter_policy_weights()}
+        return weights if self.rank == 0 else None
+
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def generate_sequences_ahead(self, prompts: DataProto) -> DataProto:
         """``generate_sequences`` with the ahead engine (the version it was last handed)."""

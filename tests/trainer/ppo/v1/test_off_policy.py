@@ -117,3 +117,18 @@ def test_round_r_is_sampled_by_the_version_of_its_request_minus_lag(lag):
     assert versions == [max(0, s - 1 - lag) for s in range(1, 7)]
     assert [tag for tag, _ in wg.generated] == list(range(1, 7))  # nothing generated past max_rounds
     assert all(v == max(0, tag - 1 - lag) for tag, v in wg.generated)
+
+
+def test_separate_async_needs_ray_and_verls_batch_invariant():
+    local = load_config("ppo_trainer", ["trainer.v1.trainer_mode=separate_async"])
+    with pytest.raises(ValueError, match="separate_async runs on trainer.backend=ray"):
+        check_trainer_mode(local)
+    ray = ["trainer.v1.trainer_mode=separate_async", "trainer.backend=ray"]
+    check_trainer_mode(
+        load_config("ppo_trainer", [*ray, "data.train_batch_size=64", "actor_rollout_ref.actor.ppo_mini_batch_size=16"])
+    )
+    bad = load_config(
+        "ppo_trainer", [*ray, "data.train_batch_size=64", "actor_rollout_ref.actor.ppo_mini_batch_size=8"]
+    )
+    with pytest.raises(ValueError, match=r"parameter_sync_step=4 .*ppo_mini_batch_size=8.* \(32\), not 64"):
+        check_trainer_mode(bad)

@@ -48,7 +48,8 @@ class AheadGeneration:
     """Rounds generated ``lag`` requests ahead on the actor worker's ahead engine (see the module docstring).
 
     ``wg``: the actor-rollout worker group (``init_ahead_rollout``, ``policy_weights``, ``load_ahead_weights``,
-    ``generate_sequences_ahead``); ``max_rounds``: no round past it is generated ahead (the run's last step)."""
+    ``generate_sequences_ahead``, ``ahead_rng_state``, ``set_ahead_rng_state``), or standalone replicas behind the
+    same calls (`verl.trainer.ppo.v1.separate_async`); ``max_rounds``: no round past it is generated ahead."""
 
     def __init__(self, wg: Any, lag: int, max_rounds: int | None = None, timeout_s: float = ROUND_TIMEOUT_S):
         self.wg, self.lag, self.max_rounds, self.timeout_s = wg, int(lag), max_rounds, timeout_s
@@ -144,7 +145,7 @@ class AheadGeneration:
     def state_dict(self) -> dict[str, Any]:
         """Waits for the rounds in flight, then returns them with the round count (for `load_state_dict`)."""
         rounds = [(r.number, r.version, r.prompts, self._result(r)) for r in self._rounds]
-        return {"submitted": self.submitted, "rounds": rounds}
+        return {"submitted": self.submitted, "rounds": rounds, "engine_rng": self.wg.ahead_rng_state()[0]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:  # a checkpoint of a sync run: nothing was generated ahead
@@ -152,6 +153,7 @@ class AheadGeneration:
         self.drain()
         self._rounds.clear()
         self.submitted = int(state["submitted"])
+        self.wg.set_ahead_rng_state(state["engine_rng"])
         for number, version, prompts, output in state["rounds"]:
             done: Future = Future()
             done.set_result(output)

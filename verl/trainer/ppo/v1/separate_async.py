@@ -1,0 +1,52 @@
+"""``trainer.v1.trainer_mode=separate_async``: standalone rollout replicas generate while the trainer trains.
+
+The replicas are processes of their own resource pool (`verl.workers.rollout.replica_worker`; verl's top-level
+``rollout.nnodes`` x ``rollout.n_gpus_per_node``, one process by default), so generation and training never share
+a process: on a 2-core machine ``trainer.n_gpus_per_node=1`` gives the trainer one core and the replica the other.
+
+The schedule is `verl.trainer.ppo.v1.colocate_async`'s, logical rather than wall-clock: round ``r`` is sampled by
+the policy version current when round ``r - lag`` was asked for (``lag``: ``separate_async.num_warmup_batches``),
+the replicas load each version before the rounds that need it, and a round's sampling keys are fixed by its call and
+rows. So a run gives the same bits every time, and the bits of ``colocate_async`` at the same lag (with one torch
+thread per process: the thread count changes a CPU's float sums). What that costs against a wall-clock schedule: a
+replica that finished every round it may generate waits for the next version instead of sampling with the one it
+has; with steady step times the two sides overlap the same either way (docs/async.md has the timeline).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from verl.protocol import DataProto
+
+__all__ = ["ReplicaEngine", "REPLICA_POOL"]
+
+REPLICA_POOL = "rollout_pool"  # the standalone rollout's resource pool (verl's name for it)
+
+
+class ReplicaEngine:
+    """The engine calls `AheadGeneration` makes, served by standalone replicas: versions come from the trainer's
+    actor group (its full weights, gathered from the shards), generation from the replica group."""
+
+    def __init__(self, actor_wg: Any, replica_wg: Any):
+        self.actor_wg, self.replica_wg = actor_wg, replica_wg
+
+    def init_ahead_rollout(self) -> list:
+        return [None]
+
+    def policy_weights(self) -> list[dict[str, torch.Tensor]]:
+        return [next(w for w in self.actor_wg.full_policy_weights() if w is not None)]
+
+    def load_ahead_weights(self, weights: dict[str, torch.Tensor], version: int) -> list[float]:
+        return [max(self.replica_wg.load_weights(weights, version))]
+
+    def generate_sequences_ahead(self, gen_batch: DataProto) -> DataProto:
+        return self.replica_wg.generate_sequences(gen_batch)
+
+    def ahead_rng_state(self) -> list[torch.Tensor]:
+        return [self.replica_wg.get_rng_state()[0]]
+
+    def set_ahead_rng_state(self, state: torch.Tensor) -> None:
+        self.replica_wg.set_rng_state(state)

@@ -1,0 +1,94 @@
+"""`RolloutReplicaWorker`: a standalone rollout replica (``trainer.v1.trainer_mode=separate_async``, docs/async.md).
+
+Each replica is a worker process of its own resource pool (verl's top-level ``rollout.nnodes`` x
+``rollout.n_gpus_per_node``; on CPU one process with its share of the cores) holding a whole copy of the policy
+and an engine of ``rollout.name``. It never trains: the controller hands it each policy version it is to sample with
+(`load_weights`, the trainer's full weights gathered from its FSDP shards, a LoRA policy's adapters merged in), and it
+generates batches (`generate_sequences`) while the trainer's processes update the actor. Its sampling is keyed as the
+hybrid engine's (seed, call, row), so a replica handed version ``v`` samples the tokens the trainer's own engine
+would have sampled with ``v``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from verl.protocol import DataProto
+from verl.single_controller.base import Dispatch, Worker, register
+from verl.utils.config import omega_conf_to_dataclass
+from verl.utils.failpoints import failpoint
+from verl.utils.model import load_causal_lm, load_tokenizer
+from verl.workers.config import ActorRolloutRefConfig
+
+__all__ = ["RolloutReplicaWorker"]
+
+
+class RolloutReplicaWorker(Worker):
+    """One replica: ``config`` is the ``actor_rollout_ref`` section (model and rollout settings), ``seed`` the run's."""
+
+    def __init__(self, config, seed: int = 0):
+        self.config: ActorRolloutRefConfig = omega_conf_to_dataclass(config, ActorRolloutRefConfig)
+        self.seed = seed
+        self.version: int | None = None
+
+    @register(Dispatch.ONE_TO_ALL)
+    def init_model(self) -> None:
+        from verl.workers.fsdp_workers import rollout_engine, stop_token_ids
+
+        cfg = self.config
+        m = cfg.model
+        self.tokenizer = load_tokenizer(m.path, trust_remote_code=m.trust_remote_code)
+        override = dict(m.override_config)
+        self.module = load_causal_lm(
+            m.path, dtype=m.dtype, override_config=override, trust_remote_code=m.trust_remote_code
+        )
+        self.module.requires_grad_(False)
+        self.module.to(self.device)
+        self.state = self.module.state_dict()
+        self.engine = rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
+            module=self.module,
+            config=cfg.rollout,
+            tokenizer=self.tokenizer,
+            eos_token_ids=stop_token_ids(m.path, self.tokenizer),
+            seed=self.seed,
+            model_path=m.path,
+        )
+
+    @register(Dispatch.ONE_TO_ALL)
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> float:
+        """Copy the policy's full weights at ``version`` (base-model names) into this replica; the seconds it took."""
+        if version == self.version:
+            return 0.0
+        t = time.perf_counter()
+        with torch.no_grad():
+            for name, tensor in weights.items():
+                if name not in self.state:
+                    raise KeyError(f"rollout replica: the policy has no weight {name!r} (is it the same model?)")
+                self.state[name].copy_(tensor)
+        self.version = version
+        return time.perf_counter() - t
+
+    @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        """This replica's share of ``prompts``, sampled with the version it was last handed."""
+        if self.version is None:
+            raise RuntimeError("rollout replica: generate_sequences before any weights were loaded (load_weights)")
+        out = self.engine.generate_sequences(self.to_device(prompts))
+        failpoint("rollout.generate")
+        return self.to_host(out)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def get_rng_state(self) -> torch.Tensor:
+        return self.engine.get_rng_state()
+
+    @register(Dispatch.ONE_TO_ALL)
+    def set_rng_state(self, state: torch.Tensor) -> None:
+        self.engine.set_rng_state(state)
+
+    @register(Dispatch.ONE_TO_ALL)
+    def memory_stats(self) -> dict[str, int]:
+        """The replica's weight bytes (it holds no optimizer)."""
+        params = sum(t.numel() * t.element_size() for t in self.state.values())
+        return {"param_bytes": params, "optim_bytes": 0}
