@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,17 @@ def started_by(line: str, tmp_path) -> bool:
         except OSError:
             continue
     return False
+
+
+def run_until_checkpointed(tmp_path, *args: str) -> tuple[subprocess.Popen, Any]:
+    """A run started in the background, returned once its first checkpoint is committed (with the file saying so)."""
+    proc = run(tmp_path, "run", *args, popen=True)
+    latest = tmp_path / "run" / "latest_checkpointed_iteration.txt"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert latest.exists(), proc.communicate()[1][-3000:]
+    return proc, latest
 
 
 def before_run() -> tuple[set[str], set[str]]:
@@ -235,12 +247,7 @@ def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
     # 12 steps: the kill lands right after the step-2 checkpoint, long before the end; the resume trains the rest
     # (40 took over 10 minutes on a loaded 2-core machine)
     args = ["trainer.total_training_steps=12", "trainer.save_freq=2", "trainer.test_freq=-1", *RAY2]
-    proc = run(tmp_path, "run", *args, popen=True)
-    latest = tmp_path / "run" / "latest_checkpointed_iteration.txt"
-    deadline = time.time() + 300
-    while not latest.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert latest.exists(), proc.communicate()[1][-3000:]
+    proc, latest = run_until_checkpointed(tmp_path, *args)
     victim = next(w for w in json.load(open(tmp_path / "run" / "workers.json")) if w["rank"] == 1)
     os.kill(victim["pid"], signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
@@ -262,11 +269,13 @@ SEPARATE = ["trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async
 
 def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async(tmp_path):
     """``trainer.backend=ray trainer.n_gpus_per_node=1 trainer.v1.trainer_mode=separate_async``: one trainer process
-    and one standalone rollout replica, one core each; the logical schedule gives every metric of the in-process
-    ``colocate_async`` run at the same lag (one torch thread each), and nothing is left running."""
+    and one standalone rollout replica, one core each; under ``trainer.deterministic=true`` the logical schedule gives
+    every metric of the in-process ``colocate_async`` run at the same lag (one torch thread each), and nothing is
+    left running."""
     before = before_run()
     steps = ["trainer.total_training_steps=3", "trainer.save_freq=-1"]
-    separate = run(tmp_path, "separate", *steps, *SEPARATE, "trainer.backend=ray", "trainer.n_gpus_per_node=1")
+    ray1 = ["trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.deterministic=true"]  # the logical schedule
+    separate = run(tmp_path, "separate", *steps, *SEPARATE, *ray1)
     workers = json.load(open(tmp_path / "separate" / "workers.json"))
     assert sorted((w["roles"][0], w["pool"]) for w in workers) == [
         ("actor_rollout", "global_pool"),
@@ -288,12 +297,7 @@ def test_separate_async_killed_replica_names_itself_and_the_run_resumes(tmp_path
     before = before_run()
     args = ["trainer.total_training_steps=8", "trainer.save_freq=2", "trainer.test_freq=-1", *SEPARATE]
     args += ["trainer.backend=ray", "trainer.n_gpus_per_node=1"]
-    proc = run(tmp_path, "run", *args, popen=True)
-    latest = tmp_path / "run" / "latest_checkpointed_iteration.txt"
-    deadline = time.time() + 300
-    while not latest.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert latest.exists(), proc.communicate()[1][-3000:]
+    proc, latest = run_until_checkpointed(tmp_path, *args)
     victim = next(w for w in json.load(open(tmp_path / "run" / "workers.json")) if w["roles"] == ["rollout_replica"])
     os.kill(victim["pid"], signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
@@ -304,4 +308,25 @@ def test_separate_async_killed_replica_names_itself_and_the_run_resumes(tmp_path
     again = run(tmp_path, "run", *args)
     assert f"resumed from {tmp_path / 'run' / f'global_step_{saved}'}" in again.stdout
     assert max(metrics(tmp_path / "run")) == 8
+    no_ray_left(tmp_path, before)
+
+
+@pytest.mark.parametrize("strategy, threshold", [("drop", 0), ("wait", 1)])
+def test_streaming_separate_async_never_trains_beyond_the_threshold(tmp_path, strategy, threshold):
+    """The wall-clock schedule: the replica streams prompt groups one batch ahead while the trainer trains. With
+    ``drop`` at threshold 0 every group sampled before the last update is evicted and refilled (nothing older is
+    ever trained); with ``wait`` at 1 no group is trained more than one version after its first token."""
+    before = before_run()
+    sampler = [f"trainer.v1.sampler.max_off_policy_strategy={strategy}"]
+    sampler += [f"trainer.v1.sampler.max_off_policy_threshold={threshold}"]
+    lag = f"trainer.v1.separate_async.num_warmup_batches={max(threshold, 1) if strategy == 'wait' else 1}"
+    args = ["trainer.total_training_steps=4", "trainer.save_freq=-1", *SEPARATE, *sampler, lag]
+    run(tmp_path, "stream", *args, "trainer.backend=ray", "trainer.n_gpus_per_node=1")
+    rows = metrics(tmp_path / "stream")
+    assert max(rows) == 4
+    for step in (1, 2, 3, 4):
+        assert rows[step]["training/off_policy/trajectory_staleness_worst/max"] <= threshold, (step, rows[step])
+        assert rows[step]["training/off_policy/trajectory_spans/max"] == 1  # a group is sampled by one version
+    dropped = sum(rows[s]["async/groups_dropped_stale"] for s in (1, 2, 3, 4))
+    assert dropped > 0 if strategy == "drop" else dropped == 0
     no_ray_left(tmp_path, before)

@@ -22,13 +22,23 @@ from verl.single_controller.base import Dispatch, register
 from verl.utils.failpoints import failpoint
 from verl.workers.rollout.base import BaseRollout
 
-__all__ = ["AheadRollout", "AheadRolloutMixin", "trainable_weights"]
+__all__ = ["AheadRollout", "AheadRolloutMixin", "copy_named_weights", "trainable_weights"]
 
 
 def trainable_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``module``'s trainable parameters by name: what changes between two policy versions."""
     with torch.no_grad():
         return {name: p.detach().clone() for name, p in module.named_parameters() if p.requires_grad}
+
+
+def copy_named_weights(target: dict[str, torch.Tensor], weights: dict[str, torch.Tensor], owner: str) -> None:
+    """Copy ``weights`` into the tensors of ``target`` (a module's parameters or state dict) by name, in place; a
+    name ``target`` lacks is an error naming ``owner`` (a policy handed weights of another model)."""
+    with torch.no_grad():
+        for name, tensor in weights.items():
+            if name not in target:
+                raise KeyError(f"{owner}: the policy has no weight {name!r} (are the weights of the same model?)")
+            target[name].copy_(tensor)
 
 
 class AheadRollout:
@@ -49,11 +59,8 @@ class AheadRollout:
         if version == self.version:
             return 0.0
         t = time.perf_counter()
-        with self._lock, torch.no_grad():
-            for name, tensor in weights.items():
-                if name not in self.params:
-                    raise KeyError(f"AheadRollout.load_weights: the policy copy has no parameter {name!r}")
-                self.params[name].copy_(tensor)
+        with self._lock:
+            copy_named_weights(self.params, weights, "the ahead rollout engine")
             self.version = version
         return time.perf_counter() - t
 

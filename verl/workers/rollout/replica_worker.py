@@ -21,6 +21,7 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.failpoints import failpoint
 from verl.utils.model import load_causal_lm, load_tokenizer
 from verl.workers.config import ActorRolloutRefConfig
+from verl.workers.rollout.ahead import copy_named_weights
 
 __all__ = ["RolloutReplicaWorker"]
 
@@ -62,11 +63,7 @@ class RolloutReplicaWorker(Worker):
         if version == self.version:
             return 0.0
         t = time.perf_counter()
-        with torch.no_grad():
-            for name, tensor in weights.items():
-                if name not in self.state:
-                    raise KeyError(f"rollout replica: the policy has no weight {name!r} (is it the same model?)")
-                self.state[name].copy_(tensor)
+        copy_named_weights(self.state, weights, f"rollout replica rank {self.rank}")
         self.version = version
         return time.perf_counter() - t
 

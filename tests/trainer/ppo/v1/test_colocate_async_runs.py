@@ -78,3 +78,12 @@ def test_kill_9_and_resume_equals_the_uninterrupted_one_step_off_run(tmp_path):
     result = bench.kill_and_resume(str(tmp_path), 4, overrides, kills)
     assert [k["exit"] for k in result["kills"]] == [-9, -9]
     assert result["problems"] == []
+
+
+def test_lora_policy_hands_its_adapters_to_the_ahead_engine(tmp_path):
+    """A LoRA policy: the ahead engine's copy gets each version's adapters (the frozen base never changes), so at zero
+    lag it samples the tokens the synchronous trainer samples, every metric equal."""
+    lora = ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16", "trainer.num_threads=1"]
+    sync = run(tmp_path / "sync", *lora)
+    colocated = run(tmp_path / "ca0", *lora, COLOCATE, "trainer.v1.colocate_async.num_warmup_batches=0")
+    assert sync == colocated

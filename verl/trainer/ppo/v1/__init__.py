@@ -11,6 +11,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.v1.colocate_async import AheadGeneration
 from verl.trainer.ppo.v1.rounds import SyncRounds, new_round
 from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, ReplicaEngine
+from verl.trainer.ppo.v1.streaming import StreamingRollout
 from verl.utils.config import ConfigError
 
 __all__ = [
@@ -33,7 +34,10 @@ def check_trainer_mode(config: Any) -> None:
     lag, sampler = getattr(v1, mode).num_warmup_batches, v1.sampler
     if lag < 0:
         raise ConfigError(f"trainer.v1.{mode}.num_warmup_batches={lag}: must be >= 0")
-    if lag > sampler.max_off_policy_threshold:
+    # the logical schedules train every batch exactly `lag` versions late; the wall clock drops stale groups instead
+    # (wait keeps them, so there too the lag must fit under the threshold)
+    bounded = mode == "colocate_async" or config.trainer.deterministic or sampler.max_off_policy_strategy == "wait"
+    if bounded and lag > sampler.max_off_policy_threshold:
         raise ConfigError(
             f"trainer.v1.{mode}.num_warmup_batches={lag} trains every batch {lag} policy versions after it "
             f"was sampled, beyond trainer.v1.sampler.max_off_policy_threshold={sampler.max_off_policy_threshold}: "
@@ -70,14 +74,23 @@ def build_rollout_rounds(
     total_steps: int,
     generate: Callable[[DataProto], DataProto],
     replica_wg: Any = None,
-) -> SyncRounds | AheadGeneration:
-    """Where the trainer's generation rounds come from: ``generate`` when asked (``sync``), or rounds generated ahead
-    by the ahead engine (``colocate_async``) or by the standalone replicas of ``replica_wg`` (``separate_async``).
-    Without DAPO's extra rounds one round is one step, so nothing is generated past the run's last step."""
+) -> SyncRounds | AheadGeneration | StreamingRollout:
+    """Where the trainer's generation rounds come from: ``generate`` when asked (``sync``); rounds generated ahead by
+    the ahead engine (``colocate_async``), or by the standalone replicas of ``replica_wg`` (``separate_async`` with
+    ``trainer.deterministic=true``), on the logical schedule (without DAPO's extra rounds one round is one step, so
+    nothing is generated past the run's last step); or prompt groups streamed through the replicas on the wall clock
+    (``separate_async``)."""
     check_trainer_mode(config)
     mode = config.trainer.v1.trainer_mode
     if mode == "sync" or actor_rollout_wg is None:
         return SyncRounds(generate)
     max_rounds = None if config.algorithm.filter_groups.enable else total_steps
-    engine = actor_rollout_wg if mode == "colocate_async" else ReplicaEngine(actor_rollout_wg, replica_wg)
-    return AheadGeneration(engine, getattr(config.trainer.v1, mode).num_warmup_batches, max_rounds)
+    lag = getattr(config.trainer.v1, mode).num_warmup_batches
+    if mode == "colocate_async":
+        return AheadGeneration(actor_rollout_wg, lag, max_rounds)
+    engine = ReplicaEngine(actor_rollout_wg, replica_wg)
+    if config.trainer.deterministic:  # the logical schedule: the bits of colocate_async at the same lag
+        return AheadGeneration(engine, lag, max_rounds)
+    a = config.actor_rollout_ref
+    sizes = (config.data.train_batch_size, a.actor.ppo_mini_batch_size, a.rollout.n)
+    return StreamingRollout(engine, config.trainer.v1.sampler, lag, *sizes)

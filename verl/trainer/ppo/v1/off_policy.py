@@ -16,8 +16,13 @@ __all__ = ["FIRST", "LAST", "is_on_policy", "off_policy_metrics", "stamp_version
 FIRST, LAST = "policy_version_first", "policy_version_last"
 
 
-def stamp_versions(batch: DataProto, first: int | np.ndarray, last: int | np.ndarray | None = None) -> DataProto:
-    """Record on every row of ``batch`` the versions that sampled it (``last`` defaults to ``first``)."""
+def stamp_versions(
+    batch: DataProto, first: int | np.ndarray | tuple, last: int | np.ndarray | None = None
+) -> DataProto:
+    """Record on every row of ``batch`` the versions that sampled it (``last`` defaults to ``first``; ``first`` may
+    be the ``(first, last)`` pair a source of rounds returns)."""
+    if isinstance(first, tuple):
+        first, last = first
     rows = len(batch)
     first_a = np.broadcast_to(np.asarray(first, dtype=np.int64), (rows,)).copy()
     last_a = first_a.copy() if last is None else np.broadcast_to(np.asarray(last, dtype=np.int64), (rows,)).copy()
