@@ -1,7 +1,7 @@
 """Asynchronous training against the synchronous trainer on the quick start, side by side in one run, 3 seeds each.
 
     python benchmarks/async_throughput.py                       # the quick start's 200 steps, 3 seeds, 3 modes
-    python benchmarks/async_throughput.py --modes sync,one_step_off
+    python benchmarks/async_throughput.py --modes colocate_async_decoupled,one_step_off
     python benchmarks/async_throughput.py --steps 20 --seeds 1  # a smoke run
 
 Modes (each a fresh ``python -m verl.trainer.main_ppo`` subprocess on the built-in task and recipe):
@@ -9,6 +9,8 @@ Modes (each a fresh ``python -m verl.trainer.main_ppo`` subprocess on the built-
 - ``sync``: the synchronous trainer with 2 torch threads (the whole machine);
 - ``colocate_async``: ``trainer.v1.trainer_mode=colocate_async`` one step off, 1 thread: the trainer's Python thread
   and the ahead rollout's thread each get a core;
+- ``colocate_async_decoupled`` (not run by default): the same with decoupled PPO's correction, each token weighted by
+  the current policy's probability (the old-log-prob pass) over the sampler's, capped at 2 (``rollout_is=token``);
 - ``separate_async``: ``trainer.v1.trainer_mode=separate_async`` one step off on the Ray backend: one trainer process
   and one standalone rollout replica, one core and one thread each;
 - ``one_step_off`` (not run by default): verl's one-step-off entry point (colocate_async + bypass mode), 1 thread.
@@ -41,6 +43,17 @@ MODES = {
             "trainer.num_threads=1",
             "trainer.v1.trainer_mode=colocate_async",
             "trainer.v1.colocate_async.num_warmup_batches=1",
+        ],
+    ),
+    "colocate_async_decoupled": (
+        "verl.trainer.main_ppo",
+        [
+            "trainer.num_threads=1",
+            "trainer.v1.trainer_mode=colocate_async",
+            "trainer.v1.colocate_async.num_warmup_batches=1",
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+            "algorithm.rollout_correction.rollout_is=token",
+            "algorithm.rollout_correction.rollout_is_threshold=2.0",
         ],
     ),
     "separate_async": (
