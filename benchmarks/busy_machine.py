@@ -37,11 +37,12 @@ import sys
 import tempfile
 import time
 
+from verl.utils.wall_clock import WALL_CLOCK
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICIES = {"old": "libgomp's default spin (VERL_THREAD_POLICY=off)", "new": "verl's policy (a short spin)"}
 # variables each side must choose itself: a value inherited from this shell would decide for both
 SCRUBBED = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "VERL_THREAD_POLICY", "OMP_NUM_THREADS")
-WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
 
 
 def job_env(policy: str, threads: int | None) -> dict[str, str]:

@@ -35,8 +35,9 @@ import tempfile
 import time
 from collections import Counter
 
+from verl.utils.wall_clock import WALL_CLOCK
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
 SMALL = [
     "data.train_files=builtin://arithmetic/train?train_size=64",
     "data.val_files=builtin://arithmetic/test?test_size=16",

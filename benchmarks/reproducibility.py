@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 
+from verl.utils.wall_clock import WALL_CLOCK
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
 
 
 def run_metrics(out_dir: str, steps: int, threads: int, extra: list[str]) -> dict[int, dict[str, float]]:

@@ -18,14 +18,7 @@ import json
 import math
 import sys
 
-WALL_CLOCK = (
-    "timing_s/",
-    "async/",
-    "timing_per_token_ms/",
-    "perf/throughput",
-    "perf/time_per_step",
-    "perf/ray_overhead",
-)
+from verl.utils.wall_clock import WALL_CLOCK
 
 
 def load(path: str) -> list[dict]:

@@ -370,11 +370,14 @@ def test_fully_async_example_runs_a_ray_trainer_and_a_replica(tmp_path):
     streaming prompt groups; nothing trained past the staleness threshold, and the mapped keys are printed."""
     out = _run_script("async/run_fully_async.sh", tmp_path, "trainer.total_training_steps=3", "trainer.test_freq=3")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "fully_async: trainer.v1.separate_async.parameter_sync_step=2 data.train_batch_size=4" in out.stdout
+    assert "fully_async: trainer.v1.partial_rollout_tokens=8 trainer.v1.separate_async.parameter_sync_step=2" in (
+        out.stdout
+    )  # async_training.partial_rollout=true (verl's default): a quarter of the 32-token responses per segment
     workers = json.load(open(tmp_path / "workers.json"))
     assert sorted(w["pool"] for w in workers) == ["global_pool", "rollout_pool"]
     steps = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if "actor/pg_loss" in r]
     staleness = [r["training/off_policy/trajectory_staleness_worst/max"] for r in steps]
     assert staleness[0] == 0 and max(staleness) <= 8  # the wall clock: up to the threshold (8), by timing
+    assert all(1 <= r["training/off_policy/trajectory_spans/max"] <= 4 for r in steps)  # at most 4 segments
     assert all(r["timing_s/old_log_prob"] < 0.01 for r in steps)  # bypass mode
     assert "held-out greedy accuracy" in out.stdout

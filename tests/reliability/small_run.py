@@ -8,6 +8,7 @@ import os
 
 from verl.trainer.main_ppo import run_ppo
 from verl.utils.config import load_config
+from verl.utils.wall_clock import WALL_CLOCK
 
 SMALL = [
     "data.train_files=builtin://arithmetic/train?train_size=64",
@@ -21,7 +22,6 @@ SMALL = [
     "trainer.test_freq=-1",
     "trainer.logger=[file]",
 ]
-WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/time_per_step", "perf/throughput", "time")
 
 
 def run(root, steps: int, *extra: str) -> dict:

@@ -267,13 +267,14 @@ def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
 SEPARATE = ["trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=2"]
 
 
-def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async(tmp_path):
+@pytest.mark.parametrize("partial", [0, 2])
+def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async(tmp_path, partial):
     """``trainer.backend=ray trainer.n_gpus_per_node=1 trainer.v1.trainer_mode=separate_async``: one trainer process
     and one standalone rollout replica, one core each; under ``trainer.deterministic=true`` the logical schedule gives
-    every metric of the in-process ``colocate_async`` run at the same lag (one torch thread each), and nothing is
-    left running."""
+    every metric of the in-process ``colocate_async`` run at the same lag (one torch thread each), with partial
+    rollout too (the replica resumes each cut trajectory under the next version), and nothing is left running."""
     before = before_run()
-    steps = ["trainer.total_training_steps=3", "trainer.save_freq=-1"]
+    steps = ["trainer.total_training_steps=3", "trainer.save_freq=-1", f"trainer.v1.partial_rollout_tokens={partial}"]
     ray1 = ["trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.deterministic=true"]  # the logical schedule
     separate = run(tmp_path, "separate", *steps, *SEPARATE, *ray1)
     workers = json.load(open(tmp_path / "separate" / "workers.json"))
@@ -288,7 +289,9 @@ def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async
         assert {k: v for k, v in a[step].items() if not k.startswith(wall)} == {
             k: v for k, v in b[step].items() if not k.startswith(wall)
         }, step
-    assert [b[s]["training/off_policy/trajectory_staleness/max"] for s in (1, 2, 3)] == [0, 1, 1]
+    staleness = [b[s]["training/off_policy/trajectory_staleness/max"] for s in (1, 2, 3)]
+    assert staleness == ([0, 0, 0] if partial else [0, 1, 1])  # partial: every trajectory ends under the newest
+    assert [b[s]["training/off_policy/trajectory_spans/max"] for s in (1, 2, 3)] == ([1, 2, 2] if partial else [1] * 3)
     assert "held-out greedy accuracy" in separate.stdout and "held-out greedy accuracy" in colocated.stdout
     no_ray_left(tmp_path, before)
 
@@ -311,13 +314,14 @@ def test_separate_async_killed_replica_names_itself_and_the_run_resumes(tmp_path
     no_ray_left(tmp_path, before)
 
 
-@pytest.mark.parametrize("strategy, threshold", [("drop", 0), ("wait", 1)])
-def test_streaming_separate_async_never_trains_beyond_the_threshold(tmp_path, strategy, threshold):
+@pytest.mark.parametrize("strategy, threshold, partial", [("drop", 0, 0), ("wait", 1, 4)])
+def test_streaming_separate_async_never_trains_beyond_the_threshold(tmp_path, strategy, threshold, partial):
     """The wall-clock schedule: the replica streams prompt groups one batch ahead while the trainer trains. With
     ``drop`` at threshold 0 every group sampled before the last update is evicted and refilled (nothing older is
-    ever trained); with ``wait`` at 1 no group is trained more than one version after its first token."""
+    ever trained); with ``wait`` at 1 no group is trained more than one version after its first token, also when
+    partial rollout resumes a trajectory under newer versions (4 tokens per segment)."""
     before = before_run()
-    sampler = [f"trainer.v1.sampler.max_off_policy_strategy={strategy}"]
+    sampler = [f"trainer.v1.partial_rollout_tokens={partial}", f"trainer.v1.sampler.max_off_policy_strategy={strategy}"]
     sampler += [f"trainer.v1.sampler.max_off_policy_threshold={threshold}"]
     lag = f"trainer.v1.separate_async.num_warmup_batches={max(threshold, 1) if strategy == 'wait' else 1}"
     args = ["trainer.total_training_steps=4", "trainer.save_freq=-1", *SEPARATE, *sampler, lag]
@@ -326,7 +330,8 @@ def test_streaming_separate_async_never_trains_beyond_the_threshold(tmp_path, st
     assert max(rows) == 4
     for step in (1, 2, 3, 4):
         assert rows[step]["training/off_policy/trajectory_staleness_worst/max"] <= threshold, (step, rows[step])
-        assert rows[step]["training/off_policy/trajectory_spans/max"] == 1  # a group is sampled by one version
+        spans = rows[step]["training/off_policy/trajectory_spans/max"]
+        assert spans == 1 if not partial else 1 <= spans <= 2  # without partial rollout a group has one version
     dropped = sum(rows[s]["async/groups_dropped_stale"] for s in (1, 2, 3, 4))
     assert dropped > 0 if strategy == "drop" else dropped == 0
     no_ray_left(tmp_path, before)

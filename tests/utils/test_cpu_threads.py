@@ -27,6 +27,7 @@ from verl.utils.cpu_threads import (
     thread_env,
     wait_env,
 )
+from verl.utils.wall_clock import WALL_CLOCK
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPIN = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "1"}
@@ -247,7 +248,6 @@ JOB = [
     "trainer.logger=[file]",
     "trainer.resume_mode=disable",
 ]
-WALL_CLOCK = ("timing_s/", "async/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "time")
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ mapped onto it:
   prompts one at a time, ``data.gen_batch_size=1``, and does not read it);
 - ``staleness_threshold`` (the fraction of a batch that may be sampled by older weights) becomes the lag in whole
   batches, ``num_warmup_batches``: 0 for 0, else the threshold rounded up (0.1 -> 1: one batch ahead);
-- ``partial_rollout``: not built here; a trajectory finishes under the version that started it (a note says so);
+- ``partial_rollout`` (verl's default: true) becomes ``trainer.v1.partial_rollout_tokens``: a quarter of
+  ``rollout.response_length`` per segment, so a weight sync reaches a trajectory in flight within that many tokens
+  and it resumes under the new version (verl aborts at the sync itself; a value set on the command line wins);
 - verl's settings for the mode: ``algorithm.rollout_correction.bypass_mode=true``,
   ``rollout.calculate_log_probs=true``.
 
@@ -48,7 +50,11 @@ def mapped_overrides(config: Any) -> list[str]:
         raise ValueError(f"async_training.staleness_threshold={a.staleness_threshold}: must be >= 0")
     sync_step = a.trigger_parameter_sync_step * a.require_batches
     lag = math.ceil(a.staleness_threshold)
+    partial = config.trainer.v1.partial_rollout_tokens
+    if a.partial_rollout and not partial:
+        partial = max(1, config.actor_rollout_ref.rollout.response_length // 4)
     return [
+        f"trainer.v1.partial_rollout_tokens={partial}",
         f"trainer.v1.separate_async.parameter_sync_step={sync_step}",
         f"data.train_batch_size={sync_step * config.actor_rollout_ref.actor.ppo_mini_batch_size}",
         f"trainer.v1.separate_async.num_warmup_batches={lag}",
@@ -64,9 +70,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any] | None:
     base = [*FULLY_ASYNC, *args]
     loaded = load_config("ppo_trainer", base)
     derived = mapped_overrides(loaded)
-    if loaded.async_training.partial_rollout:
-        print("fully_async: async_training.partial_rollout is not built here; trajectories finish under the policy "
-              "version that started them (docs/async.md)", flush=True)  # fmt: skip
     print(f"fully_async: {' '.join(derived)}", flush=True)
     return main_ppo.main([*base, *derived])
 

@@ -103,8 +103,15 @@ class V1TrainerConfig(BaseConfig):
     colocate_async: ColocateAsyncConfig = field(default_factory=ColocateAsyncConfig)  # trainer_mode=colocate_async
     separate_async: SeparateAsyncConfig = field(default_factory=SeparateAsyncConfig)  # trainer_mode=separate_async
     sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)  # staleness control of the async modes
+    # partial rollout in the async modes. A trajectory in flight generates this many response tokens per
+    # policy version, then resumes under the newest one (its tokens kept and prefilled); 0: a trajectory is
+    # sampled whole by the version that started it. verl always cuts at its weight syncs; a logical schedule
+    # needs the cut in tokens to stay reproducible (docs/async.md#partial-rollout)
+    partial_rollout_tokens: int = 0
 
     def __post_init__(self):
+        if self.partial_rollout_tokens < 0:
+            raise ValueError(f"trainer.v1.partial_rollout_tokens={self.partial_rollout_tokens}: must be >= 0")
         if self.trainer_mode not in TRAINER_MODES:
             raise ValueError(
                 f"trainer.v1.trainer_mode={self.trainer_mode!r}: use one of {', '.join(TRAINER_MODES)} (docs/async.md)"

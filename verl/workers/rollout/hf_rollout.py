@@ -62,6 +62,7 @@ from verl.workers.rollout.base import BaseRollout, TokenOutput
 from verl.workers.rollout.batched_generate import BatchedGenerate
 from verl.workers.rollout.kv_cache import can_select_rows, is_preallocated, preallocate, select_rows
 from verl.workers.rollout.lean_decode import LeanDecoder
+from verl.workers.rollout.partial import partial_prefix, unfinished_rows
 from verl.workers.rollout.request_decode import decode_requests
 from verl.workers.rollout.request_params import RequestSpec
 from verl.workers.rollout.sampling import batch_sampling_params, filter_logits, keyed_uniform, sample_inverse_cdf
@@ -173,9 +174,14 @@ class HFRollout(BatchedGenerate, BaseRollout):
         sample_index = batch.get("sample_index")
         if sample_index is None:
             sample_index = torch.arange(bs, dtype=torch.int64)
-        call = self.calls
-        if params["do_sample"]:
-            self.calls += 1  # greedy decoding consumes no randomness
+        partial = prompts.meta_info.get("partial_rollout")
+        if partial is not None and partial.get("call") is not None:
+            call = int(partial["call"])  # a resumed trajectory draws the keys it would have drawn uncut
+        else:
+            call = self.calls
+            if params["do_sample"]:
+                self.calls += 1  # greedy decoding consumes no randomness
+        prefix, stop = partial_prefix(batch, partial, params["response_length"])
         micro = self.config.micro_batch_size
         micro = bs if micro is None or int(micro) <= 0 else int(micro)
         parts: list[dict[str, torch.Tensor]] = []
@@ -190,10 +196,16 @@ class HFRollout(BatchedGenerate, BaseRollout):
                         sample_index[start:end],
                         call,
                         params,
+                        None if prefix is None else {k: v[start:end] for k, v in prefix.items()},
+                        stop,
                     )
                 )
         out = {key: torch.cat([p[key] for p in parts], dim=0) for key in parts[0]}
-        return DataProto(batch=out, non_tensor_batch=dict(prompts.non_tensor_batch), meta_info=dict(prompts.meta_info))
+        meta = dict(prompts.meta_info)
+        if partial is not None:
+            out["rollout_unfinished"] = unfinished_rows(out["responses"], out["response_mask"], stop, self._stop_ids())
+            meta["partial_rollout"] = {**partial, "call": call}  # a resume passes it back
+        return DataProto(batch=out, non_tensor_batch=dict(prompts.non_tensor_batch), meta_info=meta)
 
     # ------------------------------------------------------------------------------------- per-request interface
 
@@ -334,35 +346,50 @@ class HFRollout(BatchedGenerate, BaseRollout):
         sample_index: torch.Tensor,
         call: int,
         params: dict[str, Any],
+        prefix: dict[str, torch.Tensor] | None = None,
+        stop_at: int | None = None,
     ) -> dict[str, torch.Tensor]:
+        """One chunk of rows, decoded from response position 0 (or, resuming a partial rollout, from the end of the
+        kept ``prefix``: its tokens are prefilled with the prompt) up to ``stop_at`` (default: the whole length)."""
         out_device = prompt_ids.device
         device = self._device()
         n = prompt_ids.shape[0]
         resp_len = params["response_length"]
+        stop_at = resp_len if stop_at is None else stop_at
         do_sample, temperature = params["do_sample"], params["temperature"]
         top_k, top_p = params["top_k"], params["top_p"]
 
         ids = prompt_ids.to(device)
         mask = prompt_mask.to(device)
         pos = prompt_pos.to(device)
-        # rollout.ignore_eos: no token ends a response early (an empty set matches nothing)
-        stop = [] if self.config.ignore_eos else self.eos_token_ids
-        eos_ids = torch.tensor(stop, device=device, dtype=ids.dtype)
+        eos_ids = torch.tensor(self._stop_ids(), device=device, dtype=ids.dtype)
 
         responses = torch.full((n, resp_len), self.pad_token_id, dtype=ids.dtype, device=device)
         log_probs = torch.zeros((n, resp_len), dtype=torch.float32, device=device)
         resp_mask = torch.zeros((n, resp_len), dtype=mask.dtype, device=device)
+        begin = 0 if prefix is None else prefix["responses"].shape[1]
+        ctx_ids, ctx_mask, ctx_pos = ids, mask, pos
+        if begin:  # a partial rollout resumed: its kept tokens join the prompt in the prefill
+            responses[:, :begin] = prefix["responses"].to(device)
+            log_probs[:, :begin] = prefix["rollout_log_probs"].to(device)
+            resp_mask[:, :begin] = prefix["response_mask"].to(device)
+            kept_pos = pos[:, -1:] + torch.arange(1, begin + 1, device=device, dtype=pos.dtype)
+            ctx_ids = torch.cat([ids, responses[:, :begin]], dim=1)
+            ctx_mask = torch.cat([mask, resp_mask[:, :begin]], dim=1)
+            ctx_pos = torch.cat([pos, kept_pos], dim=1)
+        kept = (responses[:, :begin], resp_mask[:, :begin])
+        finished = unfinished_rows(*kept, begin, self._stop_ids(), response_length=resp_len).logical_not()
 
-        if n > 0:
-            logits, cache = self._prefill(ids, mask, pos, capacity=ids.shape[1] + resp_len)
+        if n > 0 and begin < stop_at and not bool(finished.all()):
+            logits, cache = self._prefill(ctx_ids, ctx_mask, ctx_pos, capacity=ids.shape[1] + resp_len)
             retire = self.retire_finished and can_select_rows(cache)
             lean = self._lean if self._lean is not None and is_preallocated(cache) else None
-            padded = not bool(mask.bool().all())  # left-padded prompts: attention needs the key mask
+            padded = not bool(ctx_mask.bool().all())  # left-padded prompts: attention needs the key mask
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
-            done = torch.zeros(n, dtype=torch.bool, device=device)  # per active row
-            cur_mask = mask
-            next_pos = pos[:, -1] + 1
-            for step in range(resp_len):
+            done = finished.to(device) if begin else torch.zeros(n, dtype=torch.bool, device=device)  # per active row
+            cur_mask = ctx_mask
+            next_pos = pos[:, -1] + 1 + begin
+            for step in range(begin, stop_at):
                 live = ~done
                 tokens, token_logp = self._sample(
                     logits, live, sample_index[active.cpu()], step, call, do_sample, temperature, top_k, top_p
@@ -372,7 +399,7 @@ class HFRollout(BatchedGenerate, BaseRollout):
                 log_probs[rows, step] = token_logp[live]
                 resp_mask[rows, step] = 1
                 done = done | (live & torch.isin(tokens, eos_ids))
-                if step == resp_len - 1 or bool(done.all()):
+                if step == stop_at - 1 or bool(done.all()):
                     break
                 if retire and bool(done.any()):
                     keep = torch.nonzero(~done).squeeze(1)
@@ -401,6 +428,10 @@ class HFRollout(BatchedGenerate, BaseRollout):
             "rollout_log_probs": log_probs,
         }
         return {key: value.to(out_device) for key, value in out.items()}
+
+    def _stop_ids(self) -> list[int]:
+        # rollout.ignore_eos: no token ends a response early (an empty set matches nothing)
+        return [] if self.config.ignore_eos else list(self.eos_token_ids)
 
     def _sample(
         self,

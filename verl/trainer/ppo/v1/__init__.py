@@ -86,11 +86,13 @@ def build_rollout_rounds(
         return SyncRounds(generate)
     max_rounds = None if config.algorithm.filter_groups.enable else total_steps
     lag = getattr(config.trainer.v1, mode).num_warmup_batches
+    partial = {"partial_tokens": config.trainer.v1.partial_rollout_tokens}
+    partial["response_length"] = config.actor_rollout_ref.rollout.response_length
     if mode == "colocate_async":
-        return AheadGeneration(actor_rollout_wg, lag, max_rounds)
+        return AheadGeneration(actor_rollout_wg, lag, max_rounds, **partial)
     engine = ReplicaEngine(actor_rollout_wg, replica_wg)
     if config.trainer.deterministic:  # the logical schedule: the bits of colocate_async at the same lag
-        return AheadGeneration(engine, lag, max_rounds)
+        return AheadGeneration(engine, lag, max_rounds, **partial)
     a = config.actor_rollout_ref
     sizes = (config.data.train_batch_size, a.actor.ppo_mini_batch_size, a.rollout.n)
-    return StreamingRollout(engine, config.trainer.v1.sampler, lag, *sizes)
+    return StreamingRollout(engine, config.trainer.v1.sampler, lag, *sizes, **partial)

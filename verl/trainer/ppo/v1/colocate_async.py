@@ -13,6 +13,12 @@ synchronous trainer, bit for bit (the trainer waits for each round it submits); 
 version samples which round, and with which sampling keys, never depends on timing: only how long the trainer
 waits does. A checkpoint waits for the rounds in flight and saves them, so a resumed run trains on the batches the
 uninterrupted run would have.
+
+Partial rollout (``trainer.v1.partial_rollout_tokens=k``, ``lag >= 1``): a round generated ahead stops after ``k``
+response tokens; each time the trainer publishes a newer version, every round still ahead generates its next ``k``
+tokens under it, and the round the trainer takes is finished under the trainer's current version (its kept tokens
+prefilled, `verl.workers.rollout.partial`). So a trajectory's tokens come from up to ``lag + 1`` versions, the newest
+being the one it is trained at, and where the cuts fall is still logical: the same bits every run.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.protocol import DataProto
+from verl.workers.rollout.partial import PartialRound
 
 __all__ = ["AheadGeneration", "ROUND_TIMEOUT_S"]
 
@@ -42,6 +49,8 @@ class _Round:
     prompts: DataProto  # the prompts' columns (uid set), one row per prompt
     future: Future
     saved: DataProto | None = field(default=None)  # a round restored from a checkpoint: its output
+    partial: PartialRound | None = field(default=None)  # partial rollout: the round's segments so far
+    segment_version: int = -1  # the version that generated its last segment
 
 
 class AheadGeneration:
@@ -51,8 +60,19 @@ class AheadGeneration:
     ``generate_sequences_ahead``, ``ahead_rng_state``, ``set_ahead_rng_state``), or standalone replicas behind the
     same calls (`verl.trainer.ppo.v1.separate_async`); ``max_rounds``: no round past it is generated ahead."""
 
-    def __init__(self, wg: Any, lag: int, max_rounds: int | None = None, timeout_s: float = ROUND_TIMEOUT_S):
+    def __init__(
+        self,
+        wg: Any,
+        lag: int,
+        max_rounds: int | None = None,
+        timeout_s: float = ROUND_TIMEOUT_S,
+        partial_tokens: int = 0,
+        response_length: int = 0,
+    ):
         self.wg, self.lag, self.max_rounds, self.timeout_s = wg, int(lag), max_rounds, timeout_s
+        # at lag 0 no version changes while a round is generated: nothing to cut
+        self.partial_tokens = int(partial_tokens) if self.lag > 0 else 0
+        self.response_length = int(response_length)
         self.wg.init_ahead_rollout()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl-ahead-rollout")
         self._rounds: deque[_Round] = deque()
@@ -70,7 +90,10 @@ class AheadGeneration:
     ) -> tuple[DataProto, DataProto, int]:
         """The next round's prompts (uid set) and generated rows, and the version that sampled them. First keeps
         ``lag`` rounds beyond it in flight, each sampled by ``version``; ``new_round()`` gives a round's prompt
-        columns and its generation batch (``rollout.n`` rows per prompt)."""
+        columns and its generation batch (``rollout.n`` rows per prompt). With partial rollout the version is the
+        per-row (first, last) pair."""
+        if self.partial_tokens:
+            return self._next_partial_round(version, new_round)
         while not self._rounds or (
             len(self._rounds) < 1 + self.lag and (self.max_rounds is None or self.submitted < self.max_rounds)
         ):
@@ -78,11 +101,47 @@ class AheadGeneration:
         rnd = self._rounds.popleft()
         return rnd.prompts, self._result(rnd), rnd.version
 
+    def _next_partial_round(self, version: int, new_round: Callable[[], tuple[DataProto, DataProto]]) -> tuple:
+        """`next_round` with partial rollout: the trainer's round is finished under ``version`` first, then every
+        round ahead generates its next segment under it, then new rounds start (see the module docstring)."""
+        if not self._rounds:
+            self._submit(version, *new_round())
+        rnd = self._rounds.popleft()
+        self._segment(rnd, version, to_end=True)
+        for ahead in self._rounds:
+            if ahead.segment_version < version:
+                self._segment(ahead, version, to_end=False)
+        while len(self._rounds) < self.lag and (self.max_rounds is None or self.submitted < self.max_rounds):
+            self._submit(version, *new_round())
+        self._result(rnd)
+        output, versions = rnd.partial.result()
+        return rnd.prompts, output, versions
+
     def _submit(self, version: int, prompts: DataProto, gen_batch: DataProto) -> None:
-        weights = self._publish(version)
         self.submitted += 1
+        if self.partial_tokens:
+            rnd = _Round(self.submitted, version, prompts, Future())
+            rnd.partial = PartialRound(gen_batch, self.response_length)
+            self._rounds.append(rnd)
+            self._segment(rnd, version, to_end=False)
+            return
+        weights = self._publish(version)
         future = self._executor.submit(self._generate, gen_batch, weights, version)
         self._rounds.append(_Round(self.submitted, version, prompts, future))
+
+    def _segment(self, rnd: _Round, version: int, to_end: bool) -> None:
+        """Queue ``rnd``'s next segment under ``version``: ``partial_tokens`` more tokens, or (``to_end``) the rest.
+        Segments run in the engine's one thread in the order queued, so a round's segments never overlap."""
+        weights, partial, k = self._publish(version), rnd.partial, self.partial_tokens
+
+        def run() -> DataProto:
+            if not partial.done:
+                stop = None if to_end else partial.generated + k
+                partial.absorb(self._generate(partial.next_segment(stop), weights, version), version)
+            return partial.output
+
+        rnd.segment_version = version
+        rnd.future = self._executor.submit(run)
 
     def _publish(self, version: int) -> dict:
         """The actor's weights at ``version``, copied once per version (the ahead engine loads them later)."""
@@ -143,9 +202,12 @@ class AheadGeneration:
 
     # ------------------------------------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Waits for the rounds in flight, then returns them with the round count (for `load_state_dict`)."""
+        """Waits for the rounds in flight, then returns them with the round count (for `load_state_dict`); a partial
+        round is saved with its segments so far, and resumes from them."""
         rounds = [(r.number, r.version, r.prompts, self._result(r)) for r in self._rounds]
-        return {"submitted": self.submitted, "rounds": rounds, "engine_rng": self.wg.ahead_rng_state()[0]}
+        partial = {r.number: (r.partial.state_dict(), r.segment_version) for r in self._rounds if r.partial}
+        state = {"submitted": self.submitted, "rounds": rounds, "engine_rng": self.wg.ahead_rng_state()[0]}
+        return {**state, "partial": partial} if partial else state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:  # a checkpoint of a sync run: nothing was generated ahead
@@ -154,10 +216,16 @@ class AheadGeneration:
         self._rounds.clear()
         self.submitted = int(state["submitted"])
         self.wg.set_ahead_rng_state(state["engine_rng"])
+        partial = state.get("partial", {})
         for number, version, prompts, output in state["rounds"]:
             done: Future = Future()
             done.set_result(output)
-            self._rounds.append(_Round(number, version, prompts, done, saved=output))
+            if number in partial:  # its later segments are still to come: not a finished output
+                rnd = _Round(number, version, prompts, done, partial=PartialRound.from_state(partial[number][0]))
+                rnd.segment_version = partial[number][1]
+                self._rounds.append(rnd)
+            else:
+                self._rounds.append(_Round(number, version, prompts, done, saved=output))
 
     # ------------------------------------------------------------------------------------------------ shutdown
     def drain(self) -> None:

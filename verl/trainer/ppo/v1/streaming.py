@@ -11,7 +11,10 @@ which ``drop`` evicts and ``wait`` trains first.
 
 Unlike the logical schedule (`verl.trainer.ppo.v1.colocate_async`), which version samples which group depends on
 timing, so runs differ in their bits; in exchange a replica never waits for a version and a slow group never holds
-the others. Weights change between chunks (no partial rollout): a group is sampled by one version.
+the others. Weights change between chunks, and with partial rollout (``trainer.v1.partial_rollout_tokens=k``) also
+within one: the chunk is generated ``k`` response tokens at a time, and each segment's unfinished rows continue under
+the newest version published by then (their tokens kept and prefilled, `verl.workers.rollout.partial`), so a long
+trajectory is not held to the version that started it. Without it a group is sampled by one version.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.reward import PROMPT_KEYS
 from verl.trainer.ppo.v1.colocate_async import ROUND_TIMEOUT_S
 from verl.trainer.ppo.v1.replay_buffer import PromptGroup, ReplayBuffer
+from verl.workers.rollout.partial import PartialRound
 
 __all__ = ["StreamingRollout"]
 
@@ -39,9 +43,10 @@ class StreamingRollout:
 
     def __init__(
         self, engine: Any, sampler: Any, lag: int, batch_prompts: int, chunk_prompts: int, n: int,
-        timeout_s: float = ROUND_TIMEOUT_S,
+        timeout_s: float = ROUND_TIMEOUT_S, partial_tokens: int = 0, response_length: int = 0,
     ):  # fmt: skip
         self.engine, self.n, self.timeout_s = engine, n, timeout_s
+        self.partial_tokens, self.response_length = int(partial_tokens), int(response_length)
         self.batch_prompts, self.chunk = batch_prompts, max(1, chunk_prompts)
         self.capacity = (1 + lag) * batch_prompts
         self.buffer = ReplayBuffer(sampler.max_off_policy_threshold, sampler.max_off_policy_strategy, self._refill)
@@ -139,11 +144,7 @@ class StreamingRollout:
                 self.buffer.start(groups, version)
                 self._busy = True
             try:
-                start = time.perf_counter()
-                sync = self.engine.load_ahead_weights(weights, version)[0] if self._loaded != version else 0.0
-                self._loaded = version
-                out = self.engine.generate_sequences_ahead(self._generation_batch(groups))
-                busy = time.perf_counter() - start - sync
+                out, last, busy, sync = self._generate_chunk(self._generation_batch(groups), version, weights)
             except BaseException as e:  # a dead replica: the trainer raises it with the worker's own message
                 with self._cond:
                     self._error, self._busy = e, False
@@ -151,11 +152,37 @@ class StreamingRollout:
                 return
             with self._cond:
                 for i, g in enumerate(groups):
-                    self.buffer.finish(g, out.slice(i * self.n, (i + 1) * self.n), version)
+                    rows = slice(i * self.n, (i + 1) * self.n)
+                    self.buffer.finish(g, out.slice(rows.start, rows.stop), last[rows])
                 self._stats["busy"] += busy
                 self._stats["sync"] += sync
                 self._busy = False
                 self._cond.notify_all()
+
+    def _generate_chunk(
+        self, gen: DataProto, version: int, weights: dict
+    ) -> tuple[DataProto, np.ndarray, float, float]:
+        """One chunk's responses, per row the last version that sampled it, and the seconds generating and loading
+        weights. With partial rollout every segment after the first runs under the newest version published."""
+        busy = sync = 0.0
+        partial = PartialRound(gen, self.response_length) if self.partial_tokens else None
+        while True:
+            start = time.perf_counter()
+            load = self.engine.load_ahead_weights(weights, version)[0] if self._loaded != version else 0.0
+            self._loaded = version
+            if partial is None:
+                out = self.engine.generate_sequences_ahead(gen)
+            else:
+                segment = partial.next_segment(partial.generated + self.partial_tokens)
+                partial.absorb(self.engine.generate_sequences_ahead(segment), version)
+            busy, sync = busy + time.perf_counter() - start - load, sync + load
+            if partial is None:
+                return out, np.full(len(gen), version, dtype=np.int64), busy, sync
+            if partial.done:
+                out, (_, last) = partial.result()
+                return out, last, busy, sync
+            with self._cond:
+                version, weights = self._latest  # a newer version resumes the unfinished rows
 
     def _generation_batch(self, groups: list[PromptGroup]) -> DataProto:
         gen = (
