@@ -69,6 +69,33 @@ def test_colocate_async_lag_beyond_the_threshold_names_both_keys():
         check_trainer_mode(ray)
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["trainer.v1.trainer_mode=colocate_async", "actor_rollout_ref.rollout.name=vllm"], "rollout.name=hf"),
+        (
+            ["trainer.v1.trainer_mode=colocate_async", "trainer.v1.partial_rollout_tokens=4", "+multi_turn"],
+            "partial_rollout_tokens=4",
+        ),
+        (
+            ["trainer.v1.trainer_mode=separate_async", "trainer.backend=ray", "+multi_turn"],
+            "trainer_mode=separate_async",
+        ),
+    ],
+)
+def test_what_an_async_mode_does_not_serve_is_one_error_naming_the_keys(overrides, message):
+    multi_turn = "+multi_turn" in overrides
+    overrides = [o for o in overrides if o != "+multi_turn"]
+    if multi_turn:
+        overrides += ["actor_rollout_ref.rollout.multi_turn.enable=true", "actor_rollout_ref.rollout.mode=async"]
+    with pytest.raises(ValueError, match=message):
+        check_trainer_mode(load_config("ppo_trainer", overrides))
+    plain = load_config(
+        "ppo_trainer", ["trainer.v1.trainer_mode=colocate_async", "trainer.v1.partial_rollout_tokens=4"]
+    )
+    check_trainer_mode(plain)  # partial rollout with the batch call: fine
+
+
 class RecordingGroup:
     """The four calls `AheadGeneration` makes of the actor worker group, recording which version generated what."""
 

@@ -13,6 +13,7 @@ from verl.trainer.ppo.v1.rounds import SyncRounds, new_round
 from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, ReplicaEngine
 from verl.trainer.ppo.v1.streaming import StreamingRollout
 from verl.utils.config import ConfigError
+from verl.utils.ppo_config import uses_agent_loop
 
 __all__ = [
     "REPLICA_POOL",
@@ -51,11 +52,18 @@ def check_trainer_mode(config: Any) -> None:
             f"trainer.backend={config.trainer.backend}"
         )
     rollout = config.actor_rollout_ref.rollout
-    if rollout.name not in ("hf", "naive") or rollout.multi_turn.enable:
+    if rollout.name not in ("hf", "naive"):
         raise ConfigError(
-            f"trainer.v1.trainer_mode={mode} generates with the HF sampler's batch call: set "
-            f"actor_rollout_ref.rollout.name=hf and multi_turn.enable=false (here: name={rollout.name}, "
-            f"multi_turn.enable={rollout.multi_turn.enable})"
+            f"trainer.v1.trainer_mode={mode} generates with the HF sampler: set actor_rollout_ref.rollout.name=hf "
+            f"(here: {rollout.name})"
+        )
+    agent_loop = bool(rollout.multi_turn.enable) or rollout.mode == "async"
+    if agent_loop and (mode == "separate_async" or v1.partial_rollout_tokens):
+        raise ConfigError(
+            f"the agent loop (actor_rollout_ref.rollout.multi_turn.enable or rollout.mode=async) runs in "
+            f"trainer.v1.trainer_mode=colocate_async without partial rollout here (trainer_mode={mode}, "
+            f"trainer.v1.partial_rollout_tokens={v1.partial_rollout_tokens}): separate_async replicas and partial "
+            "rollout serve the batch call only"
         )
     if mode == "separate_async":
         sync_step, mini = v1.separate_async.parameter_sync_step, config.actor_rollout_ref.actor.ppo_mini_batch_size
@@ -89,10 +97,19 @@ def build_rollout_rounds(
     partial = {"partial_tokens": config.trainer.v1.partial_rollout_tokens}
     partial["response_length"] = config.actor_rollout_ref.rollout.response_length
     if mode == "colocate_async":
-        return AheadGeneration(actor_rollout_wg, lag, max_rounds, **partial)
+        agent = _ahead_agent_loop(config) if uses_agent_loop(config) else None
+        return AheadGeneration(actor_rollout_wg, lag, max_rounds, **partial, agent_loop=agent)
     engine = ReplicaEngine(actor_rollout_wg, replica_wg)
     if config.trainer.deterministic:  # the logical schedule: the bits of colocate_async at the same lag
         return AheadGeneration(engine, lag, max_rounds, **partial)
     a = config.actor_rollout_ref
     sizes = (config.data.train_batch_size, a.actor.ppo_mini_batch_size, a.rollout.n)
     return StreamingRollout(engine, config.trainer.v1.sampler, lag, *sizes, **partial)
+
+
+def _ahead_agent_loop(config: Any) -> Callable[[Any], Any]:
+    """The agent loop of ``colocate_async``: an `AgentLoopWorker` whose one server is the ahead engine (its
+    per-request ``generate`` samples with the engine's copy of the policy)."""
+    from verl.experimental.agent_loop import AgentLoopWorker
+
+    return lambda wg: AgentLoopWorker(config, [wg.ahead_rollout.engine])

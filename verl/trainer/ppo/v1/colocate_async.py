@@ -23,6 +23,8 @@ being the one it is trained at, and where the cuts fall is still logical: the sa
 
 from __future__ import annotations
 
+import asyncio
+import random
 import threading
 import time
 from collections import deque
@@ -68,12 +70,15 @@ class AheadGeneration:
         timeout_s: float = ROUND_TIMEOUT_S,
         partial_tokens: int = 0,
         response_length: int = 0,
+        agent_loop: Callable[[Any], Any] | None = None,
     ):
         self.wg, self.lag, self.max_rounds, self.timeout_s = wg, int(lag), max_rounds, timeout_s
         # at lag 0 no version changes while a round is generated: nothing to cut
         self.partial_tokens = int(partial_tokens) if self.lag > 0 else 0
         self.response_length = int(response_length)
         self.wg.init_ahead_rollout()
+        # the agent loop (multi_turn): an AgentLoopWorker over the ahead engine, built once the engine exists
+        self.agent = agent_loop(wg) if agent_loop is not None else None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="verl-ahead-rollout")
         self._rounds: deque[_Round] = deque()
         self.submitted = 0
@@ -126,6 +131,8 @@ class AheadGeneration:
             self._segment(rnd, version, to_end=False)
             return
         weights = self._publish(version)
+        if self.agent is not None:  # drawn on the trainer's thread, in request order, as the sync trainer draws it
+            gen_batch.meta_info["agent_call_key"] = random.getrandbits(63)
         future = self._executor.submit(self._generate, gen_batch, weights, version)
         self._rounds.append(_Round(self.submitted, version, prompts, future))
 
@@ -160,7 +167,11 @@ class AheadGeneration:
             self._idle_since = None
         try:
             sync_s = self.wg.load_ahead_weights(weights, version)[0]
-            out = self.wg.generate_sequences_ahead(gen_batch)
+            if self.agent is not None:
+                key = gen_batch.meta_info.pop("agent_call_key")
+                out = asyncio.run(self.agent.generate_sequences(gen_batch, key))
+            else:
+                out = self.wg.generate_sequences_ahead(gen_batch)
         finally:
             end = time.perf_counter()
             with self._stats_lock:
