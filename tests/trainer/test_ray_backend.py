@@ -267,14 +267,17 @@ def test_a_killed_worker_names_itself_and_the_run_resumes(tmp_path):
 SEPARATE = ["trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=2"]
 
 
-@pytest.mark.parametrize("partial", [0, 2])
-def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async(tmp_path, partial):
+@pytest.mark.parametrize("partial, lora", [(0, False), (2, False), (0, True)])
+def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async(tmp_path, partial, lora):
     """``trainer.backend=ray trainer.n_gpus_per_node=1 trainer.v1.trainer_mode=separate_async``: one trainer process
     and one standalone rollout replica, one core each; under ``trainer.deterministic=true`` the logical schedule gives
     every metric of the in-process ``colocate_async`` run at the same lag (one torch thread each), with partial
-    rollout too (the replica resumes each cut trajectory under the next version), and nothing is left running."""
+    rollout too (the replica resumes each cut trajectory under the next version), and with a LoRA policy, whose
+    replica gets the frozen base once and then each version's adapters alone; nothing is left running."""
     before = before_run()
     steps = ["trainer.total_training_steps=3", "trainer.save_freq=-1", f"trainer.v1.partial_rollout_tokens={partial}"]
+    if lora:
+        steps += ["actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.lora_alpha=16"]
     ray1 = ["trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.deterministic=true"]  # the logical schedule
     separate = run(tmp_path, "separate", *steps, *SEPARATE, *ray1)
     workers = json.load(open(tmp_path / "separate" / "workers.json"))
@@ -293,6 +296,9 @@ def test_separate_async_replica_in_its_own_pool_gives_the_bits_of_colocate_async
     assert staleness == ([0, 0, 0] if partial else [0, 1, 1])  # partial: every trajectory ends under the newest
     assert [b[s]["training/off_policy/trajectory_spans/max"] for s in (1, 2, 3)] == ([1, 2, 2] if partial else [1] * 3)
     assert "held-out greedy accuracy" in separate.stdout and "held-out greedy accuracy" in colocated.stdout
+    sent = [b[s]["async/update_weights_mb"] for s in (1, 2, 3)]
+    if lora:  # the base (and the first adapters) at step 1, then adapters alone: under a tenth of it
+        assert sent[0] > 0 and 0 < sent[1] < sent[0] / 10 and sent[2] == 0  # step 3 asks for no new batch
     no_ray_left(tmp_path, before)
 
 

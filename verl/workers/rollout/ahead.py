@@ -20,6 +20,7 @@ import torch
 from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, register
 from verl.utils.failpoints import failpoint
+from verl.utils.lora import full_adapter_state, iter_merged_full_tensors
 from verl.workers.rollout.base import BaseRollout
 
 __all__ = ["AheadRollout", "AheadRolloutMixin", "copy_named_weights", "trainable_weights"]
@@ -109,12 +110,21 @@ class AheadRolloutMixin:
         self.ahead_rollout.set_rng_state(state)
 
     @register(Dispatch.ONE_TO_ALL)
-    def full_policy_weights(self) -> dict[str, torch.Tensor] | None:
-        """The policy's whole weights under the base model's names (a LoRA policy's adapters merged in), for a
-        standalone rollout replica: gathered from the FSDP shards by every rank (a collective), returned by rank 0
-        only (the other ranks return None, so one copy travels)."""
-        weights = {name: t.detach().to("cpu", copy=True) for name, t in self._iter_policy_weights()}
-        return weights if self.rank == 0 else None
+    def full_policy_weights(self, with_base: bool = True) -> dict[str, dict[str, torch.Tensor]] | None:
+        """One policy version for a standalone rollout replica, gathered from the FSDP shards by every rank (a
+        collective) and returned by rank 0 only (the other ranks return None, so one copy travels):
+        ``{"base": ...}``, the whole weights under the base model's names; a LoRA policy sends
+        ``{"adapter": ...}``, its adapters alone, and the frozen base (adapters off) only ``with_base``."""
+        out: dict[str, dict[str, torch.Tensor]] = {}
+        if not self._is_lora:
+            out["base"] = {name: t.detach().to("cpu", copy=True) for name, t in self._iter_policy_weights()}
+        else:
+            if with_base:
+                with self.actor_module.disable_adapter():
+                    base = iter_merged_full_tensors(self.actor_module)
+                    out["base"] = {name: t.detach().to("cpu", copy=True) for name, t in base}
+            out["adapter"] = full_adapter_state(self.actor_module)
+        return out if self.rank == 0 else None
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def generate_sequences_ahead(self, prompts: DataProto) -> DataProto:

@@ -19,6 +19,7 @@ from verl.protocol import DataProto
 from verl.single_controller.base import Dispatch, Worker, register
 from verl.utils.config import omega_conf_to_dataclass
 from verl.utils.failpoints import failpoint
+from verl.utils.lora import apply_lora, lora_enabled
 from verl.utils.model import load_causal_lm, load_tokenizer
 from verl.workers.config import ActorRolloutRefConfig
 from verl.workers.rollout.ahead import copy_named_weights
@@ -47,7 +48,12 @@ class RolloutReplicaWorker(Worker):
         )
         self.module.requires_grad_(False)
         self.module.to(self.device)
-        self.state = self.module.state_dict()
+        self.state = self.module.state_dict()  # the base model's tensors, under its names (kept by a PEFT wrap)
+        self.adapter_state: dict[str, torch.Tensor] = {}
+        if lora_enabled(m):  # the trainer's adapters on this frozen base: a version then sends its adapters alone
+            self.module = apply_lora(self.module, m, self.seed, key="actor_rollout_ref.model")
+            self.module.requires_grad_(False)
+            self.adapter_state = {k: v for k, v in self.module.state_dict().items() if ".lora_" in k}
         self.engine = rollout_engine(cfg.rollout.name, cfg.rollout.mode).build_hybrid(
             module=self.module,
             config=cfg.rollout,
@@ -58,12 +64,19 @@ class RolloutReplicaWorker(Worker):
         )
 
     @register(Dispatch.ONE_TO_ALL)
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int) -> float:
-        """Copy the policy's full weights at ``version`` (base-model names) into this replica; the seconds it took."""
+    def load_weights(self, weights: dict[str, dict[str, torch.Tensor]], version: int) -> float:
+        """Copy the policy at ``version`` into this replica (``ActorRolloutRefWorker.full_policy_weights``: the
+        whole weights under the base model's names, and a LoRA policy's adapters); the seconds it took."""
         if version == self.version:
             return 0.0
         t = time.perf_counter()
-        copy_named_weights(self.state, weights, f"rollout replica rank {self.rank}")
+        owner = f"rollout replica rank {self.rank}"
+        if "base" in weights:
+            copy_named_weights(self.state, weights["base"], owner)
+        if "adapter" in weights:
+            if not self.adapter_state:
+                raise ValueError(f"{owner}: sent LoRA adapters, but actor_rollout_ref.model.lora_rank is 0 here")
+            copy_named_weights(self.adapter_state, weights["adapter"], owner)
         self.version = version
         return time.perf_counter() - t
 

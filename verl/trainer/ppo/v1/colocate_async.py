@@ -37,7 +37,7 @@ from typing import Any
 from verl.protocol import DataProto
 from verl.workers.rollout.partial import PartialRound
 
-__all__ = ["AheadGeneration", "ROUND_TIMEOUT_S"]
+__all__ = ["AheadGeneration", "ROUND_TIMEOUT_S", "payload_bytes"]
 
 # The longest the trainer waits for one round before it stops with a line naming the round (a hung engine must not
 # hang the run silently); far above any round of the CPU tasks, and a GPU round of long reasoning.
@@ -53,6 +53,13 @@ class _Round:
     saved: DataProto | None = field(default=None)  # a round restored from a checkpoint: its output
     partial: PartialRound | None = field(default=None)  # partial rollout: the round's segments so far
     segment_version: int = -1  # the version that generated its last segment
+
+
+def payload_bytes(weights: Any) -> int:
+    """The bytes of the tensors in a version's hand-over (a dict of tensors, or of such dicts)."""
+    if isinstance(weights, dict):
+        return sum(payload_bytes(v) for v in weights.values())
+    return weights.numel() * weights.element_size() if hasattr(weights, "numel") else 0
 
 
 class AheadGeneration:
@@ -86,6 +93,7 @@ class AheadGeneration:
         self._stats_lock = threading.Lock()
         self._busy_s = self._sync_s = 0.0  # the engine's generation and weight-load seconds since the last report
         self._publish_s = 0.0  # the controller's seconds copying versions out of the actor
+        self._publish_mb = 0.0  # and the megabytes those versions weighed
         self._idle_since: float | None = None  # when the engine last ran out of work
         self._idle_s = 0.0
 
@@ -156,6 +164,7 @@ class AheadGeneration:
             t = time.perf_counter()
             self._weights = (version, self.wg.policy_weights()[0])
             self._publish_s += time.perf_counter() - t
+            self._publish_mb += payload_bytes(self._weights[1]) / 2**20
         return self._weights[1]
 
     def _generate(self, gen_batch: DataProto, weights: dict, version: int) -> DataProto:
@@ -203,8 +212,9 @@ class AheadGeneration:
                 "async/rollout_busy_s": self._busy_s,
                 "async/rollout_idle_s": idle,
                 "timing_s/update_weights": self._sync_s + self._publish_s,
+                "async/update_weights_mb": self._publish_mb,
             }
-            self._busy_s = self._sync_s = self._publish_s = self._idle_s = 0.0
+            self._busy_s = self._sync_s = self._publish_s = self._idle_s = self._publish_mb = 0.0
             if self._idle_since is not None:
                 self._idle_since = now
         out["async/queue_depth"] = float(sum(1 for r in self._rounds if r.saved is not None or r.future.done()))

@@ -32,12 +32,15 @@ class ReplicaEngine:
 
     def __init__(self, actor_wg: Any, replica_wg: Any):
         self.actor_wg, self.replica_wg = actor_wg, replica_wg
+        self._replicas_have_base = False  # a LoRA policy's frozen base is sent once, then adapters alone
 
     def init_ahead_rollout(self) -> list:
         return [None]
 
-    def policy_weights(self) -> list[dict[str, torch.Tensor]]:
-        return [next(w for w in self.actor_wg.full_policy_weights() if w is not None)]
+    def policy_weights(self) -> list[dict[str, dict[str, torch.Tensor]]]:
+        payload = next(w for w in self.actor_wg.full_policy_weights(not self._replicas_have_base) if w is not None)
+        self._replicas_have_base = self._replicas_have_base or "base" in payload
+        return [payload]
 
     def load_ahead_weights(self, weights: dict[str, torch.Tensor], version: int) -> list[float]:
         return [max(self.replica_wg.load_weights(weights, version))]

@@ -30,7 +30,7 @@ import torch
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.reward import PROMPT_KEYS
-from verl.trainer.ppo.v1.colocate_async import ROUND_TIMEOUT_S
+from verl.trainer.ppo.v1.colocate_async import ROUND_TIMEOUT_S, payload_bytes
 from verl.trainer.ppo.v1.replay_buffer import PromptGroup, ReplayBuffer
 from verl.workers.rollout.partial import PartialRound
 
@@ -60,7 +60,7 @@ class StreamingRollout:
         self._paused = False  # a checkpoint is being taken: no new chunk starts
         self._stop = False
         self._error: BaseException | None = None
-        self._stats = {"busy": 0.0, "sync": 0.0, "publish": 0.0, "idle": 0.0}
+        self._stats = {"busy": 0.0, "sync": 0.0, "publish": 0.0, "idle": 0.0, "publish_mb": 0.0}
         self._idle_since: float | None = None
         self._thread: threading.Thread | None = None
 
@@ -101,6 +101,7 @@ class StreamingRollout:
             with self._cond:
                 self._latest = (version, weights)
                 self._stats["publish"] += time.perf_counter() - t
+                self._stats["publish_mb"] += payload_bytes(weights) / 2**20
                 self._cond.notify_all()
 
     def _refill(self, k: int) -> None:
@@ -202,6 +203,7 @@ class StreamingRollout:
                 "async/rollout_busy_s": self._stats["busy"],
                 "async/rollout_idle_s": idle,
                 "timing_s/update_weights": self._stats["sync"] + self._stats["publish"],
+                "async/update_weights_mb": self._stats["publish_mb"],
                 **self.buffer.pop_metrics(),
             }
             self._stats = dict.fromkeys(self._stats, 0.0)
