@@ -341,3 +341,42 @@ def test_streaming_separate_async_never_trains_beyond_the_threshold(tmp_path, st
     dropped = sum(rows[s]["async/groups_dropped_stale"] for s in (1, 2, 3, 4))
     assert dropped > 0 if strategy == "drop" else dropped == 0
     no_ray_left(tmp_path, before)
+
+
+TOOL_TASK = [
+    "actor_rollout_ref.model.path=builtin://tiny-qwen2-calc-sft",
+    "actor_rollout_ref.rollout.mode=async",
+    "actor_rollout_ref.rollout.multi_turn.enable=true",
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path=examples/agent_loop/tool_configs/calculator.yaml",
+    "actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+    "data.train_files=builtin://calc_multiply/train?train_size=64",
+    "data.val_files=builtin://calc_multiply/test?size=8",
+    "data.max_prompt_length=96",
+    "data.max_response_length=64",
+    "trainer.total_training_steps=2",
+    "trainer.test_freq=2",
+    "trainer.save_freq=-1",
+    "trainer.val_before_train=false",
+]
+
+
+def test_separate_async_runs_the_agent_loop_on_its_replica(tmp_path):
+    """The built-in tool task (the calculator, with the shipped tool-calling warm start) in ``separate_async``: the
+    replica process runs the agent loop, tools included, for the training batches and for validation (the
+    trainer's processes serve no per-request generate on Ray). Under ``trainer.deterministic=true`` the same seed
+    gives the same trajectories, scores and losses (the agent loop's seed keys come from a generator of the
+    schedule's own: Ray's driver draws from Python's global one), and nothing is left running."""
+    before = before_run()
+    args = [*TOOL_TASK, *SEPARATE, "trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.deterministic=true"]
+    first, second = run(tmp_path, "a", *args), run(tmp_path, "b", *args)
+    a, b = metrics(tmp_path / "a"), metrics(tmp_path / "b")
+    skip = ("timing_s/", "async/", "timing_per_token_ms/", "perf/", "time")
+    skip += ("agent_loop/tool_latency", "agent_loop/generate_seq", "agent_loop/tool_calls/")
+    for step in (1, 2):
+        assert {k: v for k, v in a[step].items() if not k.startswith(skip)} == {
+            k: v for k, v in b[step].items() if not k.startswith(skip)
+        }, step
+    assert a[2]["agent_loop/num_tool_calls/mean"] > 0  # the replica really called the calculator
+    assert any(k.startswith("val-core/") for k in a[2])  # validated through the replica's agent loop
+    assert "held-out greedy accuracy" in first.stdout and "held-out greedy accuracy" in second.stdout
+    no_ray_left(tmp_path, before)

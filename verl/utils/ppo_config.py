@@ -50,6 +50,13 @@ def uses_agent_loop(config: Any) -> bool:
     return wanted and config.trainer.backend == "local"
 
 
+def runs_agent_loop(config: Any) -> bool:
+    """Whether a job's trajectories come from the agent loop (``multi_turn.enable`` or ``rollout.mode=async``), in
+    the trainer's process (`uses_agent_loop`) or on ``separate_async``'s rollout replicas."""
+    rollout = config.actor_rollout_ref.rollout
+    return bool(rollout.multi_turn.enable) or rollout.mode == "async"
+
+
 def as_ppo_config(config: Any, device_name: str | None = None) -> Any:
     """The main job's loaded config (``PPOTrainerConfig``) from what a caller passes the controller: that config
     as it is, or verl's Hydra-composed ``DictConfig`` or a dict of its keys, loaded as overrides (``as_section``).
@@ -161,10 +168,12 @@ def _check_agent_loop(config: Any) -> None:
     one is checked when it is built); the multi-turn settings must be ones the agent loop knows."""
     r = config.actor_rollout_ref.rollout
     mt, key = r.multi_turn, "actor_rollout_ref.rollout.multi_turn"
-    if mt.enable and config.trainer.backend != "local":
+    replicas = config.trainer.v1.trainer_mode == "separate_async"  # the standalone replicas run it (docs/async.md)
+    if mt.enable and config.trainer.backend != "local" and not replicas:
         raise ConfigError(
             f"{key}.enable=true runs the agent loop in the trainer's process over the actor's rollout: use "
-            "trainer.backend=local (the Ray backend's workers serve no per-request generate yet, docs/rollout.md)"
+            "trainer.backend=local (the Ray backend's workers serve no per-request generate yet, docs/rollout.md), "
+            "or trainer.v1.trainer_mode=separate_async, whose rollout replicas run it"
         )
     modes = ("strict", "ignore_strippable", "disable")
     if mt.tokenization_sanity_check_mode not in modes:

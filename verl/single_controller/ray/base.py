@@ -475,10 +475,15 @@ class RayWorkerGroup:
         r = min(errors)
         e = errors[r]
         cause = getattr(e, "cause", None) or e
-        lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+        # the worker's own exception: its message, then its notes (the last line of Ray's traceback text is the
+        # last note when there are any, which alone would hide the message)
+        detail = str(cause).strip() if cause is not e else ""
+        if not detail:
+            lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+            detail = lines[-1].strip() if lines else repr(e)
+        detail = " ".join([detail, *getattr(cause, "__notes__", [])])
         return WorkerGroupError(
-            f"worker of role '{role}' {self._describe(r)} raised in {method}: {type(cause).__name__}: "
-            f"{lines[-1].strip() if lines else cause}"
+            f"worker of role '{role}' {self._describe(r)} raised in {method}: {type(cause).__name__}: {detail}"
         )
 
     def shutdown(self) -> None:

@@ -36,7 +36,7 @@ from verl.trainer.ppo.reward import PROMPT_KEYS, compute_reward  # noqa: F401
 from verl.trainer.ppo.roles import ResourcePoolManager, Role, init_workers, uses_critic, uses_reference_policy  # noqa: F401
 from verl.trainer.ppo.run_log import RunLog
 from verl.trainer.ppo.sample_log import dump_generations
-from verl.trainer.ppo.v1 import SyncRounds, build_rollout_rounds, new_round
+from verl.trainer.ppo.v1 import ReplicaAgentLoop, SyncRounds, build_rollout_rounds, new_round
 from verl.trainer.ppo.v1.off_policy import is_on_policy, off_policy_metrics, stamp_versions
 from verl.trainer.ppo.validation import concat_left_padded, validate_policy
 from verl.utils.dataset.rl_dataset import PromptLoader, build_dataset, total_training_steps
@@ -108,6 +108,7 @@ class RayPPOTrainer:
         self.async_rollout_manager = handles.get("async_rollout_manager")  # verl's name: the agent loop, or None
         args = (self.config, self.actor_rollout_wg, self.total_training_steps, self.sync_rounds.generate)
         self.rollout_rounds = build_rollout_rounds(*args, handles.get("rollout_replica"))  # trainer.v1.trainer_mode
+        self.async_rollout_manager = ReplicaAgentLoop.over(self) or self.async_rollout_manager  # separate_async
 
     @property
     def rollout_wg(self) -> Any:  # what generates: the agent loop (rollout.mode=async) or the actor's batch call
@@ -339,9 +340,8 @@ class RayPPOTrainer:
         if self.evaluators:
             from verl.trainer.ppo.evaluators import run_evaluators
 
-            metrics.update(
-                run_evaluators(self.evaluators, self, concat_left_padded(outputs, self.tokenizer.pad_token_id))
-            )
+            batch = concat_left_padded(outputs, self.tokenizer.pad_token_id)
+            metrics.update(run_evaluators(self.evaluators, self, batch))
         run_callbacks(self.callbacks, "on_validation", self, metrics)
         self.last_val = metrics
         return metrics

@@ -123,7 +123,7 @@ def init_workers(
             from verl.trainer.ppo.v1.separate_async import REPLICA_POOL
             from verl.workers.rollout.replica_worker import RolloutReplicaWorker
 
-            replica = ClassWithInitArgs(RolloutReplicaWorker, (config.actor_rollout_ref, config.trainer.seed))
+            replica = ClassWithInitArgs(RolloutReplicaWorker, (config.actor_rollout_ref, config.trainer.seed, config))
             specs["rollout_replica"] = (replica, REPLICA_POOL)
             pool_spec[REPLICA_POOL] = [config.rollout.n_gpus_per_node] * config.rollout.nnodes
         handles, backend = start_ray_worker_groups(config, specs, pool_spec)

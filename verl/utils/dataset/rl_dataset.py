@@ -13,7 +13,7 @@ from verl.protocol import DataProto, to_object_array
 from verl.utils.config import as_section
 from verl.utils.dataset.data_config import RLDataConfig
 from verl.utils.dataset.parquet import get_nested, prompt_to_messages, read_parquet_rows, render_prompt
-from verl.utils.ppo_config import uses_agent_loop
+from verl.utils.ppo_config import runs_agent_loop
 
 logger = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def build_dataset(config: Any, files: Any, tokenizer: Any, key: str = "data.trai
             d.max_prompt_length,
             d.filter_overlong_prompts,
             d.truncation,
-            d.return_raw_chat or uses_agent_loop(config),  # agent loops render the rows' messages
+            d.return_raw_chat or runs_agent_loop(config),  # agent loops render the rows' messages
             reward_fn_key=d.reward_fn_key,
             max_samples=d.val_max_samples if key == "data.val_files" else d.train_max_samples,
             # verl draws the subset at random when the data is shuffled, else takes the first rows

@@ -11,7 +11,9 @@ would have sampled with ``v``.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import torch
 
@@ -28,12 +30,15 @@ __all__ = ["RolloutReplicaWorker"]
 
 
 class RolloutReplicaWorker(Worker):
-    """One replica: ``config`` is the ``actor_rollout_ref`` section (model and rollout settings), ``seed`` the run's."""
+    """One replica: ``config`` is the ``actor_rollout_ref`` section (model and rollout settings), ``seed`` the run's,
+    ``job_config`` the whole job's (the agent loop reads its ``data`` and tool settings)."""
 
-    def __init__(self, config, seed: int = 0):
+    def __init__(self, config, seed: int = 0, job_config: Any = None):
         self.config: ActorRolloutRefConfig = omega_conf_to_dataclass(config, ActorRolloutRefConfig)
         self.seed = seed
+        self.job_config = job_config
         self.version: int | None = None
+        self._agent_loop: Any = None
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
@@ -85,9 +90,23 @@ class RolloutReplicaWorker(Worker):
         """This replica's share of ``prompts``, sampled with the version it was last handed."""
         if self.version is None:
             raise RuntimeError("rollout replica: generate_sequences before any weights were loaded (load_weights)")
-        out = self.engine.generate_sequences(self.to_device(prompts))
+        key = prompts.meta_info.pop("agent_call_key", None)
+        if key is None:
+            out = self.engine.generate_sequences(self.to_device(prompts))
+        else:  # the agent loop (multi_turn): every row's turns on this replica's engine, tools in this process
+            out = asyncio.run(self.agent_loop().generate_sequences(prompts, key))
         failpoint("rollout.generate")
         return self.to_host(out)
+
+    def agent_loop(self) -> Any:
+        """The `AgentLoopWorker` whose one server is this replica's engine (built on first use)."""
+        if self._agent_loop is None:
+            from verl.experimental.agent_loop import AgentLoopWorker
+
+            if self.job_config is None:
+                raise RuntimeError("rollout replica: the agent loop needs the job's config (job_config)")
+            self._agent_loop = AgentLoopWorker(self.job_config, [self.engine], self.tokenizer)
+        return self._agent_loop
 
     @register(Dispatch.ONE_TO_ALL)
     def get_rng_state(self) -> torch.Tensor:

@@ -77,10 +77,6 @@ def test_colocate_async_lag_beyond_the_threshold_names_both_keys():
             ["trainer.v1.trainer_mode=colocate_async", "trainer.v1.partial_rollout_tokens=4", "+multi_turn"],
             "partial_rollout_tokens=4",
         ),
-        (
-            ["trainer.v1.trainer_mode=separate_async", "trainer.backend=ray", "+multi_turn"],
-            "trainer_mode=separate_async",
-        ),
     ],
 )
 def test_what_an_async_mode_does_not_serve_is_one_error_naming_the_keys(overrides, message):

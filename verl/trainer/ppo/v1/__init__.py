@@ -4,25 +4,28 @@ every mode; a mode changes where its batches come from."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.colocate_async import AheadGeneration
 from verl.trainer.ppo.v1.rounds import SyncRounds, new_round
-from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, ReplicaEngine
+from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, ReplicaAgentLoop, ReplicaEngine
 from verl.trainer.ppo.v1.streaming import StreamingRollout
 from verl.utils.config import ConfigError
-from verl.utils.ppo_config import uses_agent_loop
+from verl.utils.ppo_config import runs_agent_loop, uses_agent_loop
 
 __all__ = [
     "REPLICA_POOL",
     "AheadGeneration",
+    "ReplicaAgentLoop",
     "ReplicaEngine",
     "SyncRounds",
     "build_rollout_rounds",
     "check_trainer_mode",
     "new_round",
+    "runs_agent_loop",
 ]
 
 
@@ -57,13 +60,10 @@ def check_trainer_mode(config: Any) -> None:
             f"trainer.v1.trainer_mode={mode} generates with the HF sampler: set actor_rollout_ref.rollout.name=hf "
             f"(here: {rollout.name})"
         )
-    agent_loop = bool(rollout.multi_turn.enable) or rollout.mode == "async"
-    if agent_loop and (mode == "separate_async" or v1.partial_rollout_tokens):
+    if runs_agent_loop(config) and v1.partial_rollout_tokens:
         raise ConfigError(
-            f"the agent loop (actor_rollout_ref.rollout.multi_turn.enable or rollout.mode=async) runs in "
-            f"trainer.v1.trainer_mode=colocate_async without partial rollout here (trainer_mode={mode}, "
-            f"trainer.v1.partial_rollout_tokens={v1.partial_rollout_tokens}): separate_async replicas and partial "
-            "rollout serve the batch call only"
+            f"trainer.v1.partial_rollout_tokens={v1.partial_rollout_tokens} cuts the HF sampler's batch call; "
+            "agent-loop trajectories (actor_rollout_ref.rollout.multi_turn.enable) are not cut yet: set it to 0"
         )
     if mode == "separate_async":
         sync_step, mini = v1.separate_async.parameter_sync_step, config.actor_rollout_ref.actor.ppo_mini_batch_size
@@ -100,8 +100,10 @@ def build_rollout_rounds(
         agent = _ahead_agent_loop(config) if uses_agent_loop(config) else None
         return AheadGeneration(actor_rollout_wg, lag, max_rounds, **partial, agent_loop=agent)
     engine = ReplicaEngine(actor_rollout_wg, replica_wg)
+    partial["agent_keys"] = runs_agent_loop(config)  # the replicas run the agent loop
     if config.trainer.deterministic:  # the logical schedule: the bits of colocate_async at the same lag
-        return AheadGeneration(engine, lag, max_rounds, **partial)
+        agent_rng = random.Random(f"agent-keys-{config.trainer.seed}")  # the driver's global one is Ray's too
+        return AheadGeneration(engine, lag, max_rounds, **partial, agent_rng=agent_rng)
     a = config.actor_rollout_ref
     sizes = (config.data.train_batch_size, a.actor.ppo_mini_batch_size, a.rollout.n)
     return StreamingRollout(engine, config.trainer.v1.sampler, lag, *sizes, **partial)

@@ -15,13 +15,15 @@ has; with steady step times the two sides overlap the same either way (docs/asyn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from verl.protocol import DataProto
+from verl.utils.ppo_config import runs_agent_loop
 
-__all__ = ["ReplicaEngine", "REPLICA_POOL"]
+__all__ = ["REPLICA_POOL", "ReplicaAgentLoop", "ReplicaEngine"]
 
 REPLICA_POOL = "rollout_pool"  # the standalone rollout's resource pool (verl's name for it)
 
@@ -53,3 +55,23 @@ class ReplicaEngine:
 
     def set_ahead_rng_state(self, state: torch.Tensor) -> None:
         self.replica_wg.set_rng_state(state)
+
+
+class ReplicaAgentLoop:
+    """verl's ``async_rollout_manager`` for ``separate_async`` with the agent loop: on the Ray backend the trainer's
+    workers serve no per-request generate, so the batches generated on demand (validation, given prompts) run on the
+    replicas too, with the trainer's current version (``rounds.generate_now``)."""
+
+    def __init__(self, rounds: Any, current_version: Callable[[], int]):
+        self.rounds, self.current_version = rounds, current_version
+
+    @classmethod
+    def over(cls, trainer: Any) -> ReplicaAgentLoop | None:
+        """The trainer's, when its rounds come from replicas running the agent loop; else None."""
+        config = trainer.config
+        if config.trainer.v1.trainer_mode != "separate_async" or not runs_agent_loop(config):
+            return None
+        return cls(trainer.rollout_rounds, lambda: trainer.policy_version)
+
+    def generate_sequences(self, prompts: DataProto) -> DataProto:
+        return self.rounds.generate_now(prompts, self.current_version())
