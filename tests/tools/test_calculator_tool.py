@@ -80,3 +80,27 @@ def test_a_wrongly_typed_expression_is_a_bad_argument():
         result.response.text
         == "Error: bad arguments for calculator: parameter 'expression' must be a string, got integer 12"
     )
+
+
+def test_latency_is_seeded_per_call_and_waited():
+    """``latency_s``: each call waits a uniform share of [low, high] seconds, the same for the same call and seed,
+    before it answers (the slow-environment stand-in of the asynchronous-training benchmark)."""
+    slow = CalculatorTool({"latency_s": [0.05, 0.15], "latency_seed": 3})
+    waits = [slow.call_latency(e) for e in ("1+1", "2+2", "1+1")]
+    assert waits[0] == waits[2] and waits[0] != waits[1] and all(0.05 <= w <= 0.15 for w in waits)
+    assert CalculatorTool({"latency_s": [0.05, 0.15], "latency_seed": 4}).call_latency("1+1") != waits[0]
+    result = asyncio.run(call_tool(slow, {"expression": "1+1"}, timeout_s=5))
+    assert result.response.text == "2" and result.latency_s >= waits[0]
+    assert CalculatorTool().call_latency("1+1") == 0.0
+    with pytest.raises(ValueError, match=r"latency_s=\[3, 1\]: give \[low, high\]"):
+        CalculatorTool({"latency_s": [3, 1]})
+
+
+def test_the_slow_calculator_yaml_loads_with_its_latency():
+    import os
+
+    from verl.tools import initialize_tools
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tools = initialize_tools(os.path.join(root, "examples/agent_loop/tool_configs/slow_calculator.yaml"))
+    assert list(tools) == ["calculator"] and tools["calculator"].latency_s == (0.2, 3.0)
