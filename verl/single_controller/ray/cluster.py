@@ -6,13 +6,15 @@ starts matches the token its driver holds; never written under the home director
 unix sockets must have paths under 108 bytes, so when ``<run_dir>/ray`` is too long Ray is pointed at a short
 symlink in the system temp dir, removed again at shutdown. ``address`` joins an existing cluster instead
 (``ray start --head`` on the head node, then ``ray_init.address=auto`` or ``<ip>:6379``); that cluster is left
-running.
+running. A local cluster gets a reaper (`verl.single_controller.ray.reaper`) that kills its processes if the driver
+is killed.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ _MAX_TEMP_DIR = 40
 class RaySession:
     started: bool  # we started a local cluster (and shut it down at the end)
     link: str | None = None  # the short symlink to remove at shutdown
+    reaper: subprocess.Popen | None = None  # cleans up after a killed driver (verl.single_controller.ray.reaper)
 
 
 # One token per process, set before the first local cluster even when Ray was imported earlier (then its default
@@ -56,7 +59,29 @@ def init_ray(run_dir: str, num_cpus: int, num_gpus: int | None = None, address: 
         os.symlink(temp_dir, link)
     gpus = {} if num_gpus is None else {"num_gpus": num_gpus}
     ray.init(num_cpus=num_cpus, _temp_dir=link or temp_dir, **gpus, **quiet)
-    return RaySession(started=True, link=link)
+    return RaySession(started=True, link=link, reaper=_start_reaper(link))
+
+
+def _start_reaper(link: str | None) -> subprocess.Popen | None:
+    """The watchdog that kills this cluster's processes if this driver is killed (`verl.single_controller.ray.reaper`);
+    None where Ray does not say where its session lives."""
+    try:
+        from ray._private import worker
+
+        session = worker._global_node.get_session_dir_path()
+    except Exception:  # noqa: BLE001 -- a Ray without this private path: no reaper, the rest works
+        return None
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl.single_controller.ray.reaper",
+        str(os.getpid()),
+        session,
+        *([link] if link else []),
+    ]
+    return subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
 
 
 def shutdown_ray(session: RaySession | None) -> None:
@@ -66,5 +91,8 @@ def shutdown_ray(session: RaySession | None) -> None:
         import ray
 
         ray.shutdown()
+    if session.reaper is not None:  # shut down cleanly: nothing left to reap
+        session.reaper.kill()
+        session.reaper.wait()
     if session.link and os.path.islink(session.link):
         os.unlink(session.link)
