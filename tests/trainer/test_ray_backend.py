@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("ray", reason="the Ray backend needs ray: pip install 'ray[default]'")
 
 pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 BASE = [
     "data.train_files=builtin://arithmetic/train?train_size=64",
@@ -379,4 +380,57 @@ def test_separate_async_runs_the_agent_loop_on_its_replica(tmp_path):
     assert a[2]["agent_loop/num_tool_calls/mean"] > 0  # the replica really called the calculator
     assert any(k.startswith("val-core/") for k in a[2])  # validated through the replica's agent loop
     assert "held-out greedy accuracy" in first.stdout and "held-out greedy accuracy" in second.stdout
+    no_ray_left(tmp_path, before)
+
+
+def test_streaming_separate_async_overlaps_the_agent_loops_of_several_chunks(tmp_path):
+    """The wall clock with the agent loop and a slow tool (the calculator waiting 0.3-0.6 s a call): the feeder keeps
+    every chunk alive in flight at once on the one replica (its calls run concurrently, their turns on one event
+    loop), so tool waits overlap; each group is tagged with the versions the replica really sampled it with, and
+    nothing is trained past the threshold."""
+    before = before_run()
+    slow = tmp_path / "slow_calculator.yaml"
+    slow.write_text(
+        open(os.path.join(ROOT, "examples/agent_loop/tool_configs/slow_calculator.yaml"))
+        .read()
+        .replace("latency_s: [0.2, 3.0]", "latency_s: [0.3, 0.6]")
+    )
+    args = [*TOOL_TASK, *SEPARATE, "trainer.backend=ray", "trainer.n_gpus_per_node=1", "trainer.test_freq=-1"]
+    args += [
+        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={slow}",
+        "trainer.v1.sampler.max_off_policy_threshold=1",
+    ]
+    args += ["trainer.v1.sampler.max_off_policy_strategy=wait"]
+    run(tmp_path, "stream", *args)
+    rows = metrics(tmp_path / "stream")
+    # (1 + lag) x 8 prompts alive, in chunks of 4: 4 chunks in flight at once
+    assert max(rows[s]["async/chunks_in_flight_max"] for s in (1, 2)) > 1
+    for step in (1, 2):
+        assert rows[step]["training/off_policy/trajectory_staleness_worst/max"] <= 1
+        assert rows[step]["agent_loop/num_tool_calls/mean"] >= 0
+    assert (
+        max(rows[s]["agent_loop/tool_latency_s/max"] for s in (1, 2) if "agent_loop/tool_latency_s/max" in rows[s])
+        >= 0.3
+    )
+    no_ray_left(tmp_path, before)
+
+
+def test_a_killed_driver_leaves_no_ray_process_and_the_run_resumes(tmp_path):
+    """kill -9 of the controller itself (the ``main_ppo`` process): Ray's GCS and raylet follow it, and the reaper
+    started beside the cluster kills the raylet's agents (measured to linger over a minute without it) and removes
+    the session's symlink within seconds; the rerun resumes from the last checkpoint to the end."""
+    before = before_run()
+    args = ["trainer.total_training_steps=6", "trainer.save_freq=2", "trainer.test_freq=-1", *SEPARATE]
+    args += ["trainer.backend=ray", "trainer.n_gpus_per_node=1"]
+    proc, latest = run_until_checkpointed(tmp_path, *args)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.time() + 15
+    while time.time() < deadline and {line for line in ray_processes() - before[1] if started_by(line, tmp_path)}:
+        time.sleep(0.2)
+    no_ray_left(tmp_path, before)  # (it also waits a few seconds)
+    saved = int(latest.read_text())
+    again = run(tmp_path, "run", *args)
+    assert f"resumed from {tmp_path / 'run' / f'global_step_{saved}'}" in again.stdout
+    assert max(metrics(tmp_path / "run")) == 6
     no_ray_left(tmp_path, before)

@@ -49,6 +49,9 @@ class ClassWithInitArgs:
     cls: type
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
+    # calls one worker process may run at once (Ray: the actor's max_concurrency): above 1 for a role whose calls
+    # mostly wait (a rollout replica running agent loops with slow tools); its worker makes them thread-safe
+    max_concurrency: int = 1
 
     def build(self, device: str) -> Any:
         """One worker of this role on ``device`` (``cpu`` or ``cuda``), constructed in the calling process (a class

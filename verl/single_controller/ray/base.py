@@ -290,6 +290,7 @@ class RayWorkerGroup:
                 "max_restarts": 0,
                 "scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index),
                 "runtime_env": {"env_vars": rank_env},
+                "max_concurrency": max(getattr(spec, "max_concurrency", 1) for spec in self.roles.values()),
                 "name": f"{self.name_prefix}_{'+'.join(roles)}_rank{rank}_{os.getpid()}_{id(self)}",
             }
             self.workers.append(remote.options(**options).remote(rank, self.world_size, rank_env, num_threads))

@@ -101,12 +101,13 @@ PROMPT_SIDE_KEYS = ("prompts", "input_ids", "attention_mask", "position_ids")
 
 
 def concat_left_padded(batches: list[DataProto], pad_token_id: int) -> DataProto:
-    """Concatenate generation outputs whose prompt widths differ: the prompt side of ``prompts``, ``input_ids``,
-    ``attention_mask`` and ``position_ids`` is left-padded to the widest (pad id, mask 0, position 0). The result has
-    the first batch's ``meta_info`` (the batches' per-call values, e.g. Ray timings, differ)."""
+    """Concatenate generation outputs (or prompt batches: no ``prompts`` key) whose prompt widths differ: the prompt
+    side of ``prompts``, ``input_ids``, ``attention_mask`` and ``position_ids`` is left-padded to the widest (pad id,
+    mask 0, position 0). The result has the first batch's ``meta_info`` (the batches' per-call values, e.g. Ray
+    timings, differ)."""
     if len(batches) == 1:
         return batches[0]
-    widths = [b.batch["prompts"].shape[1] for b in batches]
+    widths = [b.batch["prompts" if "prompts" in b.batch else "input_ids"].shape[1] for b in batches]
     width = max(widths)
     padded = []
     for b, w in zip(batches, widths):

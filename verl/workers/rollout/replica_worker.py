@@ -12,9 +12,13 @@ would have sampled with ``v``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from verl.protocol import DataProto
@@ -26,7 +30,48 @@ from verl.utils.model import load_causal_lm, load_tokenizer
 from verl.workers.config import ActorRolloutRefConfig
 from verl.workers.rollout.ahead import copy_named_weights
 
-__all__ = ["RolloutReplicaWorker"]
+__all__ = ["SAMPLED_BY", "RolloutReplicaWorker", "VersionLock"]
+
+SAMPLED_BY = "rollout_policy_version"  # per output row: the policy version the replica sampled it with
+
+
+class VersionLock:
+    """Many generations at once, or one weight load: a load waits for the generations in flight and holds back new
+    ones, so every generation samples with one version from start to end."""
+
+    def __init__(self):
+        self.guard = threading.Lock()
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._cond:
+            while self._writer:
+                self._cond.wait()
+            self._writer = True  # new readers wait from here
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
 
 
 class RolloutReplicaWorker(Worker):
@@ -39,6 +84,8 @@ class RolloutReplicaWorker(Worker):
         self.job_config = job_config
         self.version: int | None = None
         self._agent_loop: Any = None
+        self._weights_lock = VersionLock()  # generations in flight (several, with max_concurrency) vs a load
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     @register(Dispatch.ONE_TO_ALL)
     def init_model(self) -> None:
@@ -72,31 +119,46 @@ class RolloutReplicaWorker(Worker):
     def load_weights(self, weights: dict[str, dict[str, torch.Tensor]], version: int) -> float:
         """Copy the policy at ``version`` into this replica (``ActorRolloutRefWorker.full_policy_weights``: the
         whole weights under the base model's names, and a LoRA policy's adapters); the seconds it took."""
-        if version == self.version:
-            return 0.0
+        if self.version is not None and version <= self.version:
+            return 0.0  # held already, or older than what concurrent callers have loaded since: versions only advance
         t = time.perf_counter()
         owner = f"rollout replica rank {self.rank}"
-        if "base" in weights:
-            copy_named_weights(self.state, weights["base"], owner)
-        if "adapter" in weights:
-            if not self.adapter_state:
-                raise ValueError(f"{owner}: sent LoRA adapters, but actor_rollout_ref.model.lora_rank is 0 here")
-            copy_named_weights(self.adapter_state, weights["adapter"], owner)
-        self.version = version
+        with self._weights_lock.writing():  # after the generations in flight, before any new one
+            if "base" in weights:
+                copy_named_weights(self.state, weights["base"], owner)
+            if "adapter" in weights:
+                if not self.adapter_state:
+                    raise ValueError(f"{owner}: sent LoRA adapters, but actor_rollout_ref.model.lora_rank is 0 here")
+                copy_named_weights(self.adapter_state, weights["adapter"], owner)
+            self.version = version
         return time.perf_counter() - t
 
     @register(Dispatch.DP_COMPUTE_PROTO, pad=True)
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        """This replica's share of ``prompts``, sampled with the version it was last handed."""
+        """This replica's share of ``prompts``, sampled with the version it was last handed (named per row in the
+        output's ``SAMPLED_BY`` column: with concurrent callers, the one that really sampled it)."""
         if self.version is None:
             raise RuntimeError("rollout replica: generate_sequences before any weights were loaded (load_weights)")
         key = prompts.meta_info.pop("agent_call_key", None)
-        if key is None:
-            out = self.engine.generate_sequences(self.to_device(prompts))
-        else:  # the agent loop (multi_turn): every row's turns on this replica's engine, tools in this process
-            out = asyncio.run(self.agent_loop().generate_sequences(prompts, key))
+        with self._weights_lock.reading():
+            version = self.version
+            if key is None:
+                out = self.engine.generate_sequences(self.to_device(prompts))
+            else:  # the agent loop (multi_turn): every row's turns on this replica's engine, tools in this process;
+                # concurrent calls share one event loop, so their model turns batch together and their waits overlap
+                coroutine = self.agent_loop().generate_sequences(prompts, key)
+                out = asyncio.run_coroutine_threadsafe(coroutine, self._agent_event_loop()).result()
+        out.non_tensor_batch[SAMPLED_BY] = np.full(len(out), version, dtype=np.int64)
         failpoint("rollout.generate")
         return self.to_host(out)
+
+    def _agent_event_loop(self) -> asyncio.AbstractEventLoop:
+        """The replica's one event loop for agent loops, on a thread of its own (started on first use)."""
+        with self._weights_lock.guard:
+            if self._event_loop is None:
+                self._event_loop = asyncio.new_event_loop()
+                threading.Thread(target=self._event_loop.run_forever, name="replica-agent-loop", daemon=True).start()
+        return self._event_loop
 
     def agent_loop(self) -> Any:
         """The `AgentLoopWorker` whose one server is this replica's engine (built on first use)."""

@@ -11,7 +11,7 @@ from typing import Any
 from verl.protocol import DataProto
 from verl.trainer.ppo.v1.colocate_async import AheadGeneration
 from verl.trainer.ppo.v1.rounds import SyncRounds, new_round
-from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, ReplicaAgentLoop, ReplicaEngine
+from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, ReplicaAgentLoop, ReplicaEngine, replica_concurrency
 from verl.trainer.ppo.v1.streaming import StreamingRollout
 from verl.utils.config import ConfigError
 from verl.utils.ppo_config import runs_agent_loop, uses_agent_loop
@@ -106,7 +106,9 @@ def build_rollout_rounds(
         return AheadGeneration(engine, lag, max_rounds, **partial, agent_rng=agent_rng)
     a = config.actor_rollout_ref
     sizes = (config.data.train_batch_size, a.actor.ppo_mini_batch_size, a.rollout.n)
-    return StreamingRollout(engine, config.trainer.v1.sampler, lag, *sizes, **partial)
+    return StreamingRollout(
+        engine, config.trainer.v1.sampler, lag, *sizes, **partial, feeders=replica_concurrency(config)
+    )
 
 
 def _ahead_agent_loop(config: Any) -> Callable[[Any], Any]:

@@ -203,6 +203,7 @@ class AheadGeneration:
                 out = asyncio.run(self.agent.generate_sequences(gen_batch, key))
             else:
                 out = self.wg.generate_sequences_ahead(gen_batch)
+                out.meta_info.pop("sampled_by", None)  # the replicas' record: the logical schedule fixes the version
         finally:
             end = time.perf_counter()
             with self._stats_lock:

@@ -22,8 +22,9 @@ import torch
 
 from verl.protocol import DataProto
 from verl.utils.ppo_config import runs_agent_loop
+from verl.workers.rollout.replica_worker import SAMPLED_BY
 
-__all__ = ["REPLICA_POOL", "ReplicaAgentLoop", "ReplicaEngine"]
+__all__ = ["REPLICA_POOL", "ReplicaAgentLoop", "ReplicaEngine", "replica_concurrency"]
 
 REPLICA_POOL = "rollout_pool"  # the standalone rollout's resource pool (verl's name for it)
 
@@ -48,7 +49,10 @@ class ReplicaEngine:
         return [max(self.replica_wg.load_weights(weights, version))]
 
     def generate_sequences_ahead(self, gen_batch: DataProto) -> DataProto:
-        return self.replica_wg.generate_sequences(gen_batch)
+        """The replicas' output; ``meta_info["sampled_by"]``: per row, the version that sampled it."""
+        out = self.replica_wg.generate_sequences(gen_batch)
+        out.meta_info["sampled_by"] = out.non_tensor_batch.pop(SAMPLED_BY)
+        return out
 
     def ahead_rng_state(self) -> list[torch.Tensor]:
         return [self.replica_wg.get_rng_state()[0]]
@@ -75,3 +79,13 @@ class ReplicaAgentLoop:
 
     def generate_sequences(self, prompts: DataProto) -> DataProto:
         return self.rounds.generate_now(prompts, self.current_version())
+
+
+def replica_concurrency(config: Any) -> int:
+    """Chunks the replicas generate at once. With the agent loop on the wall clock: every chunk alive, ``(1 + lag)``
+    batches of ``ppo_mini_batch_size`` prompts, since their model turns batch together on a replica's engine and
+    their tool waits overlap; else one (a batch call already uses the replica's cores)."""
+    if config.trainer.deterministic or not runs_agent_loop(config):
+        return 1
+    lag = config.trainer.v1.separate_async.num_warmup_batches
+    return max(1, (1 + lag) * config.data.train_batch_size // config.actor_rollout_ref.actor.ppo_mini_batch_size)

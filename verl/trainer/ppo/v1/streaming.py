@@ -33,6 +33,7 @@ from verl.protocol import DataProto
 from verl.trainer.ppo.reward import PROMPT_KEYS
 from verl.trainer.ppo.v1.colocate_async import ROUND_TIMEOUT_S, payload_bytes
 from verl.trainer.ppo.v1.replay_buffer import PromptGroup, ReplayBuffer
+from verl.trainer.ppo.validation import concat_left_padded
 from verl.workers.rollout.partial import PartialRound
 
 __all__ = ["StreamingRollout"]
@@ -45,8 +46,9 @@ class StreamingRollout:
     def __init__(
         self, engine: Any, sampler: Any, lag: int, batch_prompts: int, chunk_prompts: int, n: int,
         timeout_s: float = ROUND_TIMEOUT_S, partial_tokens: int = 0, response_length: int = 0,
-        agent_keys: bool = False,
+        agent_keys: bool = False, feeders: int = 1,
     ):  # fmt: skip
+        self.feeders = max(1, int(feeders))  # chunks in flight at once (agent loops waiting on tools overlap)
         self.agent_keys = agent_keys  # each chunk carries a seed key for the replicas' agent loops
         self._agent_rng = random.Random(f"agent-keys-{batch_prompts}-{n}")
         self.engine, self.n, self.timeout_s = engine, n, timeout_s
@@ -60,13 +62,14 @@ class StreamingRollout:
         self._cond = threading.Condition()
         self._latest: tuple[int, dict] | None = None  # the newest published version and its weights
         self._loaded: int | None = None  # the version the replicas hold
-        self._busy = False  # a chunk is being generated
+        self._running = 0  # chunks being generated
+        self._most_running = 0  # the most at once since the last report
         self._paused = False  # a checkpoint is being taken: no new chunk starts
         self._stop = False
         self._error: BaseException | None = None
         self._stats = {"busy": 0.0, "sync": 0.0, "publish": 0.0, "idle": 0.0, "publish_mb": 0.0}
         self._idle_since: float | None = None
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------------------------------------ the trainer
     def next_round(
@@ -92,8 +95,8 @@ class StreamingRollout:
                     )
                 self._cond.wait(min(left, 1.0))
             self._cond.notify_all()  # the refills of evicted groups
-        prompts = DataProto.concat([g.prompt for g in taken])
-        output = DataProto.concat([g.output for g in taken])
+        prompts = self._concat([g.prompt for g in taken])
+        output = self._concat([g.output for g in taken])
         first = np.repeat(np.array([g.first_version for g in taken], dtype=np.int64), self.n)
         last = np.concatenate([g.last_version for g in taken])
         return prompts, output, (first, last)
@@ -130,9 +133,9 @@ class StreamingRollout:
 
     # ------------------------------------------------------------------------------------------------ the feeder
     def _start_feeder(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._feed, name="verl-rollout-feeder", daemon=True)
-            self._thread.start()
+        for i in range(len(self._threads), self.feeders):
+            self._threads.append(threading.Thread(target=self._feed, name=f"verl-rollout-feeder-{i}", daemon=True))
+            self._threads[-1].start()
 
     def _feed(self) -> None:
         while True:
@@ -147,52 +150,68 @@ class StreamingRollout:
                 groups = self.buffer.pending(self.chunk)
                 version, weights = self._latest
                 self.buffer.start(groups, version)
-                self._busy = True
+                self._running += 1
+                self._most_running = max(self._most_running, self._running)
             try:
-                out, last, busy, sync = self._generate_chunk(self._generation_batch(groups), version, weights)
+                out, (first, last), busy, sync = self._generate_chunk(self._generation_batch(groups), version, weights)
             except BaseException as e:  # a dead replica: the trainer raises it with the worker's own message
                 with self._cond:
-                    self._error, self._busy = e, False
+                    self._error = e
+                    self._running -= 1
                     self._cond.notify_all()
                 return
             with self._cond:
                 for i, g in enumerate(groups):
                     rows = slice(i * self.n, (i + 1) * self.n)
+                    g.first_version = int(first[rows].min())  # the version that really started it
                     self.buffer.finish(g, out.slice(rows.start, rows.stop), last[rows])
                 self._stats["busy"] += busy
                 self._stats["sync"] += sync
-                self._busy = False
+                self._running -= 1
                 self._cond.notify_all()
 
     def _generate_chunk(
         self, gen: DataProto, version: int, weights: dict
-    ) -> tuple[DataProto, np.ndarray, float, float]:
-        """One chunk's responses, per row the last version that sampled it, and the seconds generating and loading
-        weights. With partial rollout every segment after the first runs under the newest version published."""
+    ) -> tuple[DataProto, tuple[np.ndarray, np.ndarray], float, float]:
+        """One chunk's responses, per row the first and last version that sampled it (as the replicas report it:
+        with several chunks in flight another one may have loaded a newer version first), and the seconds
+        generating and loading weights. With partial rollout every segment after the first runs under the newest
+        version published."""
         busy = sync = 0.0
         partial = PartialRound(gen, self.response_length) if self.partial_tokens else None
         while True:
             start = time.perf_counter()
-            load = self.engine.load_ahead_weights(weights, version)[0] if self._loaded != version else 0.0
-            self._loaded = version
+            load = 0.0
+            if self._loaded is None or self._loaded < version:
+                load = self.engine.load_ahead_weights(weights, version)[0]
+                self._loaded = max(self._loaded or 0, version)
             if partial is None:
                 out = self.engine.generate_sequences_ahead(gen)
+                used = out.meta_info.pop("sampled_by", np.full(len(gen), version, dtype=np.int64))
             else:
-                segment = partial.next_segment(partial.generated + self.partial_tokens)
-                partial.absorb(self.engine.generate_sequences_ahead(segment), version)
+                segment = self.engine.generate_sequences_ahead(
+                    partial.next_segment(partial.generated + self.partial_tokens)
+                )
+                partial.absorb(segment, int(segment.meta_info.pop("sampled_by", [version]).max()))
             busy, sync = busy + time.perf_counter() - start - load, sync + load
             if partial is None:
-                return out, np.full(len(gen), version, dtype=np.int64), busy, sync
+                return out, (used, used), busy, sync
             if partial.done:
-                out, (_, last) = partial.result()
-                return out, last, busy, sync
+                return partial.result() + (busy, sync)
             with self._cond:
                 version, weights = self._latest  # a newer version resumes the unfinished rows
 
+    @staticmethod
+    def _concat(batches: list[DataProto]) -> DataProto:
+        """Groups of different dataloader batches, whose prompts were left-padded to different widths: left-padded
+        to the widest (with the pad id their own padding uses)."""
+        ids = batches[0].batch["input_ids"]
+        mask = batches[0].batch.get("attention_mask")
+        pad = int(ids[mask == 0][0]) if mask is not None and bool((mask == 0).any()) else 0
+        return concat_left_padded(batches, pad)
+
     def _generation_batch(self, groups: list[PromptGroup]) -> DataProto:
-        gen = (
-            DataProto.concat([g.prompt for g in groups]).select(batch_keys=PROMPT_KEYS).repeat(self.n, interleave=True)
-        )
+        gen = self._concat([g.prompt for g in groups]).select(batch_keys=PROMPT_KEYS).repeat(self.n, interleave=True)
         # a response's sampling keys: its group's place in the dataloader order and its place in the group
         index = torch.tensor([g.index for g in groups], dtype=torch.int64)
         gen.batch["sample_index"] = (index[:, None] * self.n + torch.arange(self.n)).reshape(-1)
@@ -221,12 +240,14 @@ class StreamingRollout:
             idle = self._stats["idle"] + (now - self._idle_since if self._idle_since is not None else 0.0)
             out = {
                 "async/rollout_busy_s": self._stats["busy"],
+                "async/chunks_in_flight_max": float(self._most_running),
                 "async/rollout_idle_s": idle,
                 "timing_s/update_weights": self._stats["sync"] + self._stats["publish"],
                 "async/update_weights_mb": self._stats["publish_mb"],
                 **self.buffer.pop_metrics(),
             }
             self._stats = dict.fromkeys(self._stats, 0.0)
+            self._most_running = self._running
             if self._idle_since is not None:
                 self._idle_since = now
         return out
@@ -238,7 +259,7 @@ class StreamingRollout:
         the dataloader."""
         with self._cond:
             self._paused = True
-            while self._busy and self._error is None:
+            while self._running and self._error is None:
                 self._cond.wait()
             groups = [
                 (g.index, g.prompt, g.state == "finished", g.first_version, g.output, g.last_version)
@@ -268,12 +289,12 @@ class StreamingRollout:
         feeding again): nothing generates while the trainer is not training."""
         with self._cond:
             self._paused = True
-            while self._busy and self._error is None:
+            while self._running and self._error is None:
                 self._cond.wait()
 
     def shutdown(self) -> None:
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=self.timeout_s)
+        for thread in self._threads:
+            thread.join(timeout=self.timeout_s)
