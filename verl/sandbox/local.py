@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl.utils.cpu_threads import thread_env
+from verl.utils.process_kill import kill_until_gone
 
 STATUSES = ("ok", "runtime_error", "syntax_error", "timeout", "memory", "output_limit", "killed", "sandbox_error")
 ISOLATIONS = ("bwrap", "rlimit")
@@ -175,19 +176,7 @@ def _live_processes_of(uid: int) -> list[int]:
 
 def _kill_user_processes(uid: int) -> int:
     """SIGKILL every live process of ``uid`` (only ever a sandbox's own user id); returns how many were found."""
-    found = 0
-    for _ in range(3):  # a fork between the scan and the kill is caught by the next pass
-        pids = _live_processes_of(uid)
-        if not pids:
-            break
-        found += len(pids)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.02)
-    return found
+    return kill_until_gone(lambda: _live_processes_of(uid), passes=3, pause_s=0.02)
 
 
 def _ro_binds(python: str, extra: list[str]) -> list[str]:

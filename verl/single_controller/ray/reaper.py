@@ -15,9 +15,10 @@ run directory has a session directory of its own). It holds no file under the se
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
+
+from verl.utils.process_kill import kill_until_gone
 
 __all__ = ["alive", "holding_files_under", "main"]
 
@@ -55,16 +56,7 @@ def main(argv: list[str]) -> int:
         time.sleep(POLL_S)
     if link and os.path.islink(link):
         os.unlink(link)
-    for _ in range(5):  # a process may start a child while its siblings are killed: look again
-        pids = holding_files_under(session)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.2)
+    kill_until_gone(lambda: holding_files_under(session), passes=5, pause_s=0.2)
     return 0
 
 
