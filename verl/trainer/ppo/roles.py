@@ -120,10 +120,10 @@ def init_workers(
 
         pool_spec = dict(pools.resource_pool_spec)
         if config.trainer.v1.trainer_mode == "separate_async":  # standalone replicas in a pool of their own
-            from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, replica_concurrency
+            from verl.trainer.ppo.v1.separate_async import REPLICA_POOL, replica_agent_loop, replica_concurrency
             from verl.workers.rollout.replica_worker import RolloutReplicaWorker
 
-            args = (config.actor_rollout_ref, config.trainer.seed, config)
+            args = (config.actor_rollout_ref, config.trainer.seed, config, replica_agent_loop)
             replica = ClassWithInitArgs(RolloutReplicaWorker, args, max_concurrency=replica_concurrency(config))
             specs["rollout_replica"] = (replica, REPLICA_POOL)
             pool_spec[REPLICA_POOL] = [config.rollout.n_gpus_per_node] * config.rollout.nnodes

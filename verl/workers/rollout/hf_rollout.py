@@ -351,34 +351,20 @@ class HFRollout(BatchedGenerate, BaseRollout):
     ) -> dict[str, torch.Tensor]:
         """One chunk of rows, decoded from response position 0 (or, resuming a partial rollout, from the end of the
         kept ``prefix``: its tokens are prefilled with the prompt) up to ``stop_at`` (default: the whole length)."""
-        out_device = prompt_ids.device
-        device = self._device()
-        n = prompt_ids.shape[0]
+        out_device, device, n = prompt_ids.device, self._device(), prompt_ids.shape[0]
         resp_len = params["response_length"]
         stop_at = resp_len if stop_at is None else stop_at
         do_sample, temperature = params["do_sample"], params["temperature"]
         top_k, top_p = params["top_k"], params["top_p"]
-
-        ids = prompt_ids.to(device)
-        mask = prompt_mask.to(device)
-        pos = prompt_pos.to(device)
+        ids, mask, pos = prompt_ids.to(device), prompt_mask.to(device), prompt_pos.to(device)
         eos_ids = torch.tensor(self._stop_ids(), device=device, dtype=ids.dtype)
 
         responses = torch.full((n, resp_len), self.pad_token_id, dtype=ids.dtype, device=device)
         log_probs = torch.zeros((n, resp_len), dtype=torch.float32, device=device)
         resp_mask = torch.zeros((n, resp_len), dtype=mask.dtype, device=device)
-        begin = 0 if prefix is None else prefix["responses"].shape[1]
-        ctx_ids, ctx_mask, ctx_pos = ids, mask, pos
-        if begin:  # a partial rollout resumed: its kept tokens join the prompt in the prefill
-            responses[:, :begin] = prefix["responses"].to(device)
-            log_probs[:, :begin] = prefix["rollout_log_probs"].to(device)
-            resp_mask[:, :begin] = prefix["response_mask"].to(device)
-            kept_pos = pos[:, -1:] + torch.arange(1, begin + 1, device=device, dtype=pos.dtype)
-            ctx_ids = torch.cat([ids, responses[:, :begin]], dim=1)
-            ctx_mask = torch.cat([mask, resp_mask[:, :begin]], dim=1)
-            ctx_pos = torch.cat([pos, kept_pos], dim=1)
-        kept = (responses[:, :begin], resp_mask[:, :begin])
-        finished = unfinished_rows(*kept, begin, self._stop_ids(), response_length=resp_len).logical_not()
+        begin, (ctx_ids, ctx_mask, ctx_pos), finished = self._kept_context(
+            (ids, mask, pos), prefix, (responses, log_probs, resp_mask)
+        )
 
         if n > 0 and begin < stop_at and not bool(finished.all()):
             logits, cache = self._prefill(ctx_ids, ctx_mask, ctx_pos, capacity=ids.shape[1] + resp_len)
@@ -386,7 +372,7 @@ class HFRollout(BatchedGenerate, BaseRollout):
             lean = self._lean if self._lean is not None and is_preallocated(cache) else None
             padded = not bool(ctx_mask.bool().all())  # left-padded prompts: attention needs the key mask
             active = torch.arange(n, device=device)  # chunk rows held by the batch being decoded
-            done = finished.to(device) if begin else torch.zeros(n, dtype=torch.bool, device=device)  # per active row
+            done = finished.to(device)  # per active row
             cur_mask = ctx_mask
             next_pos = pos[:, -1] + 1 + begin
             for step in range(begin, stop_at):
@@ -428,6 +414,33 @@ class HFRollout(BatchedGenerate, BaseRollout):
             "rollout_log_probs": log_probs,
         }
         return {key: value.to(out_device) for key, value in out.items()}
+
+    def _kept_context(
+        self,
+        prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        prefix: dict[str, torch.Tensor] | None,
+        out: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    ) -> tuple[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+        """A resumed partial rollout: its kept tokens copied into ``out`` (responses, log-probs, mask) and appended
+        to the prompt's ids, mask and positions for the prefill; returns how many were kept, that context, and the
+        rows already finished (nothing kept: 0, the prompt, none)."""
+        ids, mask, pos = prompt
+        responses, log_probs, resp_mask = out
+        begin = 0 if prefix is None else prefix["responses"].shape[1]
+        if not begin:
+            return 0, prompt, torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        responses[:, :begin] = prefix["responses"].to(ids.device)
+        log_probs[:, :begin] = prefix["rollout_log_probs"].to(ids.device)
+        resp_mask[:, :begin] = prefix["response_mask"].to(ids.device)
+        kept_pos = pos[:, -1:] + torch.arange(1, begin + 1, device=ids.device, dtype=pos.dtype)
+        context = (
+            torch.cat([ids, responses[:, :begin]], dim=1),
+            torch.cat([mask, resp_mask[:, :begin]], dim=1),
+            torch.cat([pos, kept_pos], dim=1),
+        )
+        kept = (responses[:, :begin], resp_mask[:, :begin])
+        resp_len = responses.shape[1]
+        return begin, context, unfinished_rows(*kept, begin, self._stop_ids(), response_length=resp_len).logical_not()
 
     def _stop_ids(self) -> list[int]:
         # rollout.ignore_eos: no token ends a response early (an empty set matches nothing)

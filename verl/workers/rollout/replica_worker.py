@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -78,10 +78,12 @@ class RolloutReplicaWorker(Worker):
     """One replica: ``config`` is the ``actor_rollout_ref`` section (model and rollout settings), ``seed`` the run's,
     ``job_config`` the whole job's (the agent loop reads its ``data`` and tool settings)."""
 
-    def __init__(self, config, seed: int = 0, job_config: Any = None):
+    def __init__(self, config, seed: int = 0, job_config: Any = None, agent_loop_factory: Callable | None = None):
         self.config: ActorRolloutRefConfig = omega_conf_to_dataclass(config, ActorRolloutRefConfig)
         self.seed = seed
         self.job_config = job_config
+        # (job_config, engine, tokenizer) -> an AgentLoopWorker: handed in by the trainer, which owns the agent loop
+        self.agent_loop_factory = agent_loop_factory
         self.version: int | None = None
         self._agent_loop: Any = None
         self._weights_lock = VersionLock()  # generations in flight (several, with max_concurrency) vs a load
@@ -163,11 +165,9 @@ class RolloutReplicaWorker(Worker):
     def agent_loop(self) -> Any:
         """The `AgentLoopWorker` whose one server is this replica's engine (built on first use)."""
         if self._agent_loop is None:
-            from verl.experimental.agent_loop import AgentLoopWorker
-
-            if self.job_config is None:
-                raise RuntimeError("rollout replica: the agent loop needs the job's config (job_config)")
-            self._agent_loop = AgentLoopWorker(self.job_config, [self.engine], self.tokenizer)
+            if self.job_config is None or self.agent_loop_factory is None:
+                raise RuntimeError("rollout replica: the agent loop needs the job's config and agent_loop_factory")
+            self._agent_loop = self.agent_loop_factory(self.job_config, self.engine, self.tokenizer)
         return self._agent_loop
 
     @register(Dispatch.ONE_TO_ALL)

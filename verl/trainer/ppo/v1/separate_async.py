@@ -24,7 +24,7 @@ from verl.protocol import DataProto
 from verl.utils.ppo_config import runs_agent_loop
 from verl.workers.rollout.replica_worker import SAMPLED_BY
 
-__all__ = ["REPLICA_POOL", "ReplicaAgentLoop", "ReplicaEngine", "replica_concurrency"]
+__all__ = ["REPLICA_POOL", "ReplicaAgentLoop", "ReplicaEngine", "replica_agent_loop", "replica_concurrency"]
 
 REPLICA_POOL = "rollout_pool"  # the standalone rollout's resource pool (verl's name for it)
 
@@ -89,3 +89,11 @@ def replica_concurrency(config: Any) -> int:
         return 1
     lag = config.trainer.v1.separate_async.num_warmup_batches
     return max(1, (1 + lag) * config.data.train_batch_size // config.actor_rollout_ref.actor.ppo_mini_batch_size)
+
+
+def replica_agent_loop(job_config: Any, engine: Any, tokenizer: Any) -> Any:
+    """A replica's agent loop: an `AgentLoopWorker` whose one server is the replica's engine (handed to
+    `RolloutReplicaWorker` as its ``agent_loop_factory``; the workers layer does not import the agent loop)."""
+    from verl.experimental.agent_loop import AgentLoopWorker
+
+    return AgentLoopWorker(job_config, [engine], tokenizer)

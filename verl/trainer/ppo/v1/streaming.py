@@ -205,6 +205,8 @@ class StreamingRollout:
     def _concat(batches: list[DataProto]) -> DataProto:
         """Groups of different dataloader batches, whose prompts were left-padded to different widths: left-padded
         to the widest (with the pad id their own padding uses)."""
+        if "input_ids" not in batches[0].batch.keys():
+            return DataProto.concat(batches)
         ids = batches[0].batch["input_ids"]
         mask = batches[0].batch.get("attention_mask")
         pad = int(ids[mask == 0][0]) if mask is not None and bool((mask == 0).any()) else 0
