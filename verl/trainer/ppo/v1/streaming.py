@@ -84,6 +84,7 @@ class StreamingRollout:
             self._paused = False
             self._top_up()
             self._start_feeder()
+            self._cond.notify_all()  # feeders asleep for want of prompts (or paused) take the new ones now
             while (taken := self.buffer.take(self.batch_prompts, version)) is None:
                 self._raise_if_failed()
                 left = deadline - time.monotonic()
@@ -133,6 +134,8 @@ class StreamingRollout:
 
     # ------------------------------------------------------------------------------------------------ the feeder
     def _start_feeder(self) -> None:
+        if not self._threads:
+            self._idle_since = time.perf_counter()
         for i in range(len(self._threads), self.feeders):
             self._threads.append(threading.Thread(target=self._feed, name=f"verl-rollout-feeder-{i}", daemon=True))
             self._threads[-1].start()
@@ -140,13 +143,13 @@ class StreamingRollout:
     def _feed(self) -> None:
         while True:
             with self._cond:
-                self._idle_since = time.perf_counter()
                 while not self._stop and (self._paused or not self.buffer.pending(1)):
                     self._cond.wait()
                 if self._stop:
                     return
-                self._stats["idle"] += time.perf_counter() - self._idle_since
-                self._idle_since = None
+                if self._running == 0 and self._idle_since is not None:  # the rollout idled until now
+                    self._stats["idle"] += time.perf_counter() - self._idle_since
+                    self._idle_since = None
                 groups = self.buffer.pending(self.chunk)
                 version, weights = self._latest
                 self.buffer.start(groups, version)
@@ -157,8 +160,7 @@ class StreamingRollout:
             except BaseException as e:  # a dead replica: the trainer raises it with the worker's own message
                 with self._cond:
                     self._error = e
-                    self._running -= 1
-                    self._cond.notify_all()
+                    self._chunk_done()
                 return
             with self._cond:
                 for i, g in enumerate(groups):
@@ -167,8 +169,14 @@ class StreamingRollout:
                     self.buffer.finish(g, out.slice(rows.start, rows.stop), last[rows])
                 self._stats["busy"] += busy
                 self._stats["sync"] += sync
-                self._running -= 1
-                self._cond.notify_all()
+                self._chunk_done()
+
+    def _chunk_done(self) -> None:
+        """A chunk ended (under the lock): the last one running starts the rollout's idle time."""
+        self._running -= 1
+        if self._running == 0:
+            self._idle_since = time.perf_counter()
+        self._cond.notify_all()
 
     def _generate_chunk(
         self, gen: DataProto, version: int, weights: dict
