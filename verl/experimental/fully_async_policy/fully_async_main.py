@@ -11,7 +11,7 @@ mapped onto it:
   batches, ``num_warmup_batches``: 0 for 0, else the threshold rounded up (0.1 -> 1: one batch ahead);
 - ``partial_rollout`` (verl's default: true) becomes ``trainer.v1.partial_rollout_tokens``: a quarter of
   ``rollout.response_length`` per segment, so a weight sync reaches a trajectory in flight within that many tokens
-  and it resumes under the new version (verl aborts at the sync itself; a value set on the command line wins);
+  and it resumes under the new version (a value set on the command line wins);
 - verl's settings for the mode: ``algorithm.rollout_correction.bypass_mode=true``,
   ``rollout.calculate_log_probs=true``.
 

@@ -105,8 +105,8 @@ class V1TrainerConfig(BaseConfig):
     sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)  # staleness control of the async modes
     # partial rollout in the async modes. A trajectory in flight generates this many response tokens per
     # policy version, then resumes under the newest one (its tokens kept and prefilled); 0: a trajectory is
-    # sampled whole by the version that started it. verl always cuts at its weight syncs; a logical schedule
-    # needs the cut in tokens to stay reproducible (docs/async.md#partial-rollout)
+    # sampled whole by the version that started it. Counted in tokens, not at weight syncs (whose timing
+    # varies), so the logical schedules stay reproducible (docs/async.md#partial-rollout)
     partial_rollout_tokens: int = 0
 
     def __post_init__(self):
