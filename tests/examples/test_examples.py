@@ -381,3 +381,21 @@ def test_fully_async_example_runs_a_ray_trainer_and_a_replica(tmp_path):
     assert all(1 <= r["training/off_policy/trajectory_spans/max"] <= 4 for r in steps)  # at most 4 segments
     assert all(r["timing_s/old_log_prob"] < 0.01 for r in steps)  # bypass mode
     assert "held-out greedy accuracy" in out.stdout
+
+
+@pytest.mark.slow
+def test_separate_async_tool_example_runs_the_agent_loop_on_the_replica(tmp_path):
+    """The agent loop in separate_async: the replica calls the (slow) calculator for the training batches and for
+    validation, with several chunks in flight at once, and nothing is trained past the staleness threshold."""
+    calc = [
+        "data.train_files=builtin://calc_multiply/train?train_size=64",
+        "data.val_files=builtin://calc_multiply/test?size=8",
+    ]
+    out = _run_script("async/run_separate_async_tool.sh", tmp_path, *calc)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Traceback" not in out.stderr, out.stderr[-3000:]
+    steps = [r for r in map(json.loads, open(tmp_path / "metrics.jsonl")) if "actor/pg_loss" in r]
+    assert len(steps) == 2 and all(r["training/off_policy/trajectory_staleness_worst/max"] <= 8 for r in steps)
+    assert max(r["async/chunks_in_flight_max"] for r in steps) > 1
+    assert sum(r["agent_loop/num_tool_calls/mean"] for r in steps) > 0  # the replica ran the calculator
+    assert "held-out greedy accuracy" in out.stdout
